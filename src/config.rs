@@ -1,0 +1,227 @@
+//! NameServer configuration: Java's `NamesrvConfig` and `NettyServerConfig` keys, read from a Java properties
+//! file (`-c`), with Java's defaults.
+//!
+//! Every key the Java NameServer reads is accepted so that an existing `namesrv.properties` works unchanged;
+//! keys that only tune Java internals (thread pools, Netty buffers) are recorded and reported but have no
+//! effect. Unknown keys are warned about, not fatal.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("cannot parse config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid value {value:?} for {key}: expected {expected}")]
+    InvalidValue { key: String, value: String, expected: &'static str },
+}
+
+/// How a config value is read from and written to its properties text.
+trait ConfigValue: Sized {
+    const EXPECTED: &'static str;
+    fn parse(s: &str) -> Option<Self>;
+    fn render(&self) -> String;
+}
+
+impl ConfigValue for bool {
+    const EXPECTED: &'static str = "true or false";
+    /// Java's `Boolean.parseBoolean`: anything but `true` is false.
+    fn parse(s: &str) -> Option<Self> {
+        Some(crate::protocol::lenient::parse_java_bool(s))
+    }
+    fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+macro_rules! int_value {
+    ($($t:ty),*) => {$(
+        impl ConfigValue for $t {
+            const EXPECTED: &'static str = "an integer";
+            fn parse(s: &str) -> Option<Self> {
+                crate::protocol::lenient::parse_java_long(s).and_then(|v| <$t>::try_from(v).ok())
+            }
+            fn render(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+int_value!(i32, i64, u16, u64);
+
+impl ConfigValue for String {
+    const EXPECTED: &'static str = "text";
+    fn parse(s: &str) -> Option<Self> {
+        Some(s.to_string())
+    }
+    fn render(&self) -> String {
+        self.clone()
+    }
+}
+
+fn home_path(rest: &str) -> String {
+    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+    format!("{home}/{rest}")
+}
+
+macro_rules! namesrv_config {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty = $default:expr => $key:literal, )*) => {
+        /// The effective configuration; field docs say what rocketns does with each key.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct NamesrvConfig {
+            $( $(#[$doc])* pub $field: $ty, )*
+        }
+
+        impl Default for NamesrvConfig {
+            fn default() -> Self {
+                NamesrvConfig { $( $field: $default, )* }
+            }
+        }
+
+        impl NamesrvConfig {
+            /// Sets one key; `Ok(false)` when the key is unknown.
+            pub fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+                let value = value.trim();
+                match key {
+                    $( $key => {
+                        self.$field = <$ty as ConfigValue>::parse(value).ok_or_else(|| ConfigError::InvalidValue {
+                            key: key.to_string(),
+                            value: value.to_string(),
+                            expected: <$ty as ConfigValue>::EXPECTED,
+                        })?;
+                        Ok(true)
+                    } )*
+                    _ => Ok(false),
+                }
+            }
+
+            /// Every key with its value, sorted by key.
+            pub fn entries(&self) -> BTreeMap<&'static str, String> {
+                let mut m = BTreeMap::new();
+                $( m.insert($key, self.$field.render()); )*
+                m
+            }
+        }
+    };
+}
+
+namesrv_config! {
+    /// `ROCKETMQ_HOME`; informational (Java refuses to start without it, rocketns does not need it).
+    rocketmq_home: String = std::env::var("ROCKETMQ_HOME").unwrap_or_default() => "rocketmqHome",
+    /// Where the KV store is kept.
+    kv_config_path: String = home_path("namesrv/kvConfig.json") => "kvConfigPath",
+    /// Where runtime config updates are written; replaced by the `-c` file when one is given.
+    config_store_path: String = home_path("namesrv/namesrv.properties") => "configStorePath",
+    product_env_name: String = "center".into() => "productEnvName",
+    cluster_test: bool = false => "clusterTest",
+    /// Routes carry `orderTopicConf` from KV namespace ORDER_TOPIC_CONFIG.
+    order_message_enable: bool = false => "orderMessageEnable",
+    return_order_topic_config_to_broker: bool = true => "returnOrderTopicConfigToBroker",
+    client_request_thread_pool_nums: i32 = 8 => "clientRequestThreadPoolNums",
+    default_thread_pool_nums: i32 = 16 => "defaultThreadPoolNums",
+    client_request_thread_pool_queue_capacity: i32 = 50000 => "clientRequestThreadPoolQueueCapacity",
+    default_thread_pool_queue_capacity: i32 = 10000 => "defaultThreadPoolQueueCapacity",
+    /// Period of the inactive-broker scan, in milliseconds.
+    scan_not_active_broker_interval: u64 = 5000 => "scanNotActiveBrokerInterval",
+    /// Capacity of the route writer's queue; a full queue makes UNREGISTER_BROKER answer SYSTEM_ERROR.
+    un_register_broker_queue_capacity: i32 = 3000 => "unRegisterBrokerQueueCapacity",
+    support_acting_master: bool = false => "supportActingMaster",
+    enable_all_topic_list: bool = true => "enableAllTopicList",
+    enable_topic_list: bool = true => "enableTopicList",
+    notify_min_broker_id_changed: bool = false => "notifyMinBrokerIdChanged",
+    enable_controller_in_namesrv: bool = false => "enableControllerInNamesrv",
+    need_wait_for_service: bool = false => "needWaitForService",
+    wait_seconds_for_service: i32 = 45 => "waitSecondsForService",
+    /// A full registration drops the broker's topics it no longer lists.
+    delete_topic_with_broker_registration: bool = false => "deleteTopicWithBrokerRegistration",
+    config_black_list: String = "configBlackList;configStorePath;kvConfigPath".into() => "configBlackList",
+    /// Address to listen on.
+    bind_address: String = "0.0.0.0".into() => "bindAddress",
+    /// Port to listen on (9876, as `mqnamesrv`).
+    listen_port: u16 = 9876 => "listenPort",
+    server_worker_threads: i32 = 8 => "serverWorkerThreads",
+    server_callback_executor_threads: i32 = 0 => "serverCallbackExecutorThreads",
+    server_selector_threads: i32 = 3 => "serverSelectorThreads",
+    server_oneway_semaphore_value: i32 = 256 => "serverOnewaySemaphoreValue",
+    server_async_semaphore_value: i32 = 64 => "serverAsyncSemaphoreValue",
+    /// A connection with no traffic for this long is closed (brokers on it are then removed).
+    server_channel_max_idle_time_seconds: u64 = 120 => "serverChannelMaxIdleTimeSeconds",
+    server_socket_snd_buf_size: i32 = 0 => "serverSocketSndBufSize",
+    server_socket_rcv_buf_size: i32 = 0 => "serverSocketRcvBufSize",
+    write_buffer_high_water_mark: i32 = 0 => "writeBufferHighWaterMark",
+    write_buffer_low_water_mark: i32 = 0 => "writeBufferLowWaterMark",
+    server_socket_backlog: i32 = 1024 => "serverSocketBacklog",
+    server_netty_worker_group_enable: bool = true => "serverNettyWorkerGroupEnable",
+    server_pooled_byte_buf_allocator_enable: bool = true => "serverPooledByteBufAllocatorEnable",
+    enable_shutdown_gracefully: bool = false => "enableShutdownGracefully",
+    shutdown_wait_time_seconds: i32 = 30 => "shutdownWaitTimeSeconds",
+    use_epoll_native_selector: bool = false => "useEpollNativeSelector",
+    /// Largest frame accepted, 4-byte prefix included (Java's `com.rocketmq.remoting.frameMaxLength`).
+    frame_max_length: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "frameMaxLength",
+}
+
+impl NamesrvConfig {
+    /// Applies a properties text; returns the unknown keys (already warned about).
+    pub fn apply_properties(&mut self, text: &str, origin: &str) -> Result<Vec<String>, ConfigError> {
+        let props = java_properties::read(text.as_bytes())
+            .map_err(|e| ConfigError::Parse { path: origin.to_string(), message: e.to_string() })?;
+        let mut props: Vec<_> = props.into_iter().collect();
+        props.sort();
+        let mut unknown = Vec::new();
+        for (key, value) in props {
+            if !self.set(&key, &value)? {
+                tracing::warn!(key = %key, file = %origin, "unknown config key ignored");
+                unknown.push(key);
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// Reads a `-c` file; like Java, that file then becomes `configStorePath`.
+    pub fn load_file(path: &Path) -> Result<Self, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: origin.clone(), source })?;
+        let mut config = NamesrvConfig::default();
+        config.apply_properties(&text, &origin)?;
+        config.config_store_path = origin;
+        Ok(config)
+    }
+
+    /// `key=value` lines sorted by key (what `-p` prints).
+    pub fn to_properties_text(&self) -> String {
+        self.entries().into_iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_keys_and_defaults() {
+        let mut c = NamesrvConfig::default();
+        assert_eq!(c.listen_port, 9876);
+        assert_eq!(c.scan_not_active_broker_interval, 5000);
+        let unknown = c
+            .apply_properties(
+                "# comment\nlistenPort = 9877\norderMessageEnable=TRUE\nkvConfigPath=/tmp/kv.json\nbogusKey=1\n",
+                "test",
+            )
+            .unwrap();
+        assert_eq!(unknown, vec!["bogusKey".to_string()]);
+        assert_eq!(c.listen_port, 9877);
+        assert!(c.order_message_enable);
+        assert_eq!(c.kv_config_path, "/tmp/kv.json");
+        assert!(c.to_properties_text().contains("listenPort=9877\n"));
+    }
+
+    #[test]
+    fn bad_numbers_are_errors() {
+        let mut c = NamesrvConfig::default();
+        let err = c.apply_properties("listenPort=lots\n", "test").unwrap_err();
+        assert!(err.to_string().contains("listenPort"), "{err}");
+        assert!(c.apply_properties("listenPort=70000\n", "test").is_err());
+    }
+}

@@ -1,0 +1,134 @@
+//! One client or broker connection: read frames, dispatch them, write the replies.
+//!
+//! All frames that arrived together are processed before the replies are written, in one vectored write;
+//! a route body is written straight from the snapshot's shared bytes, never copied into a buffer.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::codec::Decoder;
+
+use crate::processor::Processor;
+use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
+use crate::route::ConnId;
+
+/// Bodies up to this size are copied next to their header; larger ones are written from where they are.
+const INLINE_BODY_MAX: usize = 512;
+/// At most this many buffers go into one vectored write.
+const MAX_IOVECS: usize = 64;
+
+/// Replies waiting to be written.
+#[derive(Default)]
+struct OutQueue {
+    chunks: VecDeque<Bytes>,
+    scratch: BytesMut,
+}
+
+impl OutQueue {
+    fn push(&mut self, resp: &RemotingCommand) {
+        resp.encode_head(SerializeType::Json, &mut self.scratch);
+        if resp.body.len() <= INLINE_BODY_MAX {
+            self.scratch.extend_from_slice(&resp.body);
+        } else {
+            self.chunks.push_back(self.scratch.split().freeze());
+            self.chunks.push_back(resp.body.clone());
+        }
+    }
+
+    async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        if !self.scratch.is_empty() {
+            self.chunks.push_back(self.scratch.split().freeze());
+        }
+        while !self.chunks.is_empty() {
+            let slices: Vec<IoSlice<'_>> = self.chunks.iter().take(MAX_IOVECS).map(|c| IoSlice::new(c)).collect();
+            let mut written = stream.write_vectored(&slices).await?;
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            while written > 0 {
+                let Some(front) = self.chunks.front_mut() else { break };
+                if written >= front.len() {
+                    written -= front.len();
+                    self.chunks.pop_front();
+                } else {
+                    front.advance(written);
+                    written = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+pub struct Connection {
+    stream: TcpStream,
+    id: ConnId,
+    processor: Processor,
+    decoder: FrameDecoder,
+    idle_timeout: Duration,
+}
+
+impl Connection {
+    pub fn new(stream: TcpStream, id: ConnId, processor: Processor) -> Self {
+        let config = &processor.config;
+        let decoder = FrameDecoder::new(usize::try_from(config.frame_max_length).unwrap_or(usize::MAX));
+        let idle_timeout = Duration::from_secs(config.server_channel_max_idle_time_seconds.max(1));
+        Connection { stream, id, processor, decoder, idle_timeout }
+    }
+
+    /// Serves the connection until the peer closes it, it stays idle too long, or it sends a frame that
+    /// cannot be decoded (which closes only this connection, as in Java).
+    pub async fn run(mut self) {
+        let mut read_buf = BytesMut::with_capacity(8 * 1024);
+        let mut out = OutQueue::default();
+        loop {
+            loop {
+                let frame = match self.decoder.decode(&mut read_buf) {
+                    Ok(Some(frame)) => frame,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(conn = self.id, error = %e, "undecodable frame, closing connection");
+                        return;
+                    }
+                };
+                let cmd = match decode_command(frame) {
+                    Ok(cmd) => cmd,
+                    Err(e) => {
+                        tracing::warn!(conn = self.id, error = %e, "undecodable header, closing connection");
+                        return;
+                    }
+                };
+                if cmd.is_response() {
+                    tracing::debug!(conn = self.id, opaque = cmd.opaque, "unexpected response frame ignored");
+                    continue;
+                }
+                let resp = self.processor.process(&cmd, self.id).await;
+                if !cmd.is_oneway() {
+                    out.push(&resp);
+                }
+            }
+            if let Err(e) = out.flush(&mut self.stream).await {
+                tracing::debug!(conn = self.id, error = %e, "write failed, closing connection");
+                return;
+            }
+            match tokio::time::timeout(self.idle_timeout, self.stream.read_buf(&mut read_buf)).await {
+                Err(_) => {
+                    tracing::info!(conn = self.id, "connection idle, closing it");
+                    return;
+                }
+                Ok(Ok(0)) => {
+                    if !read_buf.is_empty() {
+                        tracing::debug!(conn = self.id, pending = read_buf.len(), "peer closed mid-frame");
+                    }
+                    return;
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return,
+            }
+        }
+    }
+}

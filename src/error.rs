@@ -1,0 +1,83 @@
+//! Request failures, and the one place where they become RocketMQ response codes and remarks.
+
+use crate::protocol::codes::response;
+use crate::remoting::{ExtFields, RemotingCommand};
+use crate::route::writer::SubmitError;
+
+/// Java's remark for a missing route, FAQ pointer included (`FAQUrl.APPLY_TOPIC_URL`).
+const FAQ_SUFFIX: &str = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error("missing header field {0}")]
+    MissingField(&'static str),
+    #[error("header field {field} has an invalid value {value:?}")]
+    InvalidField { field: &'static str, value: String },
+    #[error("crc32 not match")]
+    CrcMismatch,
+    #[error("{0}")]
+    InvalidBody(String),
+    #[error("register broker failed")]
+    RegisterFailed,
+    #[error("No topic route info in name server for the topic: {0}{FAQ_SUFFIX}")]
+    TopicNotExist(String),
+    #[error("disable")]
+    Disabled,
+    #[error("the route writer queue is full, try again later")]
+    QueueFull,
+    #[error("the name server is shutting down")]
+    ShuttingDown,
+    #[error(" request type {0} not supported")]
+    NotSupported(i32),
+}
+
+impl RequestError {
+    pub fn response_code(&self) -> i32 {
+        match self {
+            RequestError::TopicNotExist(_) => response::TOPIC_NOT_EXIST,
+            RequestError::NotSupported(_) => response::REQUEST_CODE_NOT_SUPPORTED,
+            RequestError::MissingField(_)
+            | RequestError::InvalidField { .. }
+            | RequestError::CrcMismatch
+            | RequestError::InvalidBody(_)
+            | RequestError::RegisterFailed
+            | RequestError::Disabled
+            | RequestError::QueueFull
+            | RequestError::ShuttingDown => response::SYSTEM_ERROR,
+        }
+    }
+
+    /// The reply for this error. Requests whose Java handler attaches a response header class keep an empty
+    /// `extFields` on errors too, as Java does.
+    pub fn to_response(&self, request_code: i32) -> RemotingCommand {
+        let mut resp = RemotingCommand::response(self.response_code(), Some(self.to_string()));
+        if request_code == crate::protocol::codes::request::REGISTER_BROKER {
+            resp.ext_fields = Some(ExtFields::new());
+        }
+        resp
+    }
+}
+
+impl From<SubmitError> for RequestError {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::QueueFull => RequestError::QueueFull,
+            SubmitError::Stopped => RequestError::ShuttingDown,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_remarks() {
+        assert_eq!(RequestError::NotSupported(99999).to_string(), " request type 99999 not supported");
+        assert_eq!(
+            RequestError::TopicNotExist("X".into()).to_string(),
+            "No topic route info in name server for the topic: X\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+        );
+        assert_eq!(RequestError::TopicNotExist("X".into()).response_code(), 17);
+    }
+}

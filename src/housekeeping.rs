@@ -1,0 +1,33 @@
+//! Broker housekeeping: the periodic scan that removes brokers whose heartbeats stopped
+//! (Java's `scanNotActiveBroker`), and the clean-up when a broker's connection closes.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::route::{ConnId, RouteHandle, RouteMutation};
+
+/// Every `period` (first after one period), asks the writer to remove each broker whose heartbeat expired.
+/// The writer checks again before removing, so a heartbeat racing with the scan wins.
+pub async fn scan_inactive_brokers(routes: RouteHandle, period: Duration) {
+    let period = period.max(Duration::from_millis(1));
+    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let now = Instant::now();
+        for key in routes.liveness.expired(now) {
+            if routes.submit(RouteMutation::Expire { key, now }).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A connection closed: brokers that registered over it are removed at once.
+pub async fn on_connection_closed(routes: &RouteHandle, conn: ConnId) {
+    if routes.liveness.registered_over(conn).is_empty() {
+        return;
+    }
+    let _ = routes.submit(RouteMutation::ConnectionClosed(conn)).await;
+}

@@ -1,0 +1,23 @@
+//! rocketns: a drop-in Apache RocketMQ NameServer.
+//!
+//! Layout, following the Java NameServer's split:
+//! - [`remoting`]: frames and command headers (the wire codec);
+//! - [`protocol`]: RocketMQ data types and their exact JSON;
+//! - [`route`]: immutable route snapshots, the single writer, broker liveness;
+//! - [`processor`]: request dispatch, one handler per code; [`error`] maps failures to response codes;
+//! - [`connection`], [`server`], [`housekeeping`]: I/O and timers;
+//! - [`config`]: the Java configuration keys.
+
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod housekeeping;
+pub mod json;
+pub mod processor;
+pub mod protocol;
+pub mod remoting;
+pub mod route;
+pub mod server;
+
+pub use config::NamesrvConfig;
+pub use server::NameServer;

@@ -1,0 +1,143 @@
+//! Requests brokers send: REGISTER_BROKER, UNREGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV, QUERY_DATA_VERSION,
+//! BROKER_HEARTBEAT.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::{Processor, bool_field, long_field, required, success};
+use crate::error::RequestError;
+use crate::protocol::route_data::QueueDatasOnly;
+use crate::protocol::{DataVersion, QueueData, RegisterBrokerBody, lenient};
+use crate::remoting::{ExtFields, RemotingCommand};
+use crate::route::{BrokerAddrKey, BrokerRegistration, ConnId, RouteMutation, UnregisterRequest};
+
+/// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 means "not checked".
+fn check_crc(req: &RemotingCommand) -> Result<(), RequestError> {
+    let expected = match req.ext("bodyCrc32") {
+        None => 0,
+        Some(v) => lenient::parse_java_long(v)
+            .and_then(|v| i32::try_from(v).ok())
+            .ok_or_else(|| RequestError::InvalidField { field: "bodyCrc32", value: v.to_string() })?,
+    };
+    if expected != 0 && (crc32fast::hash(&req.body) & 0x7FFF_FFFF) as i32 != expected {
+        return Err(RequestError::CrcMismatch);
+    }
+    Ok(())
+}
+
+fn broker_id(req: &RemotingCommand) -> Result<i64, RequestError> {
+    long_field(req, "brokerId")?.ok_or(RequestError::MissingField("brokerId"))
+}
+
+pub(super) async fn register_broker(
+    p: &Processor,
+    req: &RemotingCommand,
+    conn: ConnId,
+) -> Result<RemotingCommand, RequestError> {
+    check_crc(req)?;
+    let cluster = required(req, "clusterName")?;
+    let broker_addr = required(req, "brokerAddr")?;
+    let broker_name = required(req, "brokerName")?;
+    let broker_id = broker_id(req)?;
+    let heartbeat_timeout =
+        long_field(req, "heartbeatTimeoutMillis")?.filter(|ms| *ms > 0).map(|ms| Duration::from_millis(ms as u64));
+    let compressed = bool_field(req, "compressed").unwrap_or(false);
+    let body = RegisterBrokerBody::decode(&req.body, compressed, req.version)
+        .map_err(|e| RequestError::InvalidBody(e.to_string()))?;
+    let registration = BrokerRegistration {
+        cluster: cluster.into(),
+        broker_addr: broker_addr.into(),
+        broker_name: broker_name.into(),
+        broker_id,
+        ha_server_addr: req.ext("haServerAddr").unwrap_or("").into(),
+        zone_name: req.ext("__ZONE_NAME").map(Arc::from),
+        heartbeat_timeout,
+        enable_acting_master: bool_field(req, "enableActingMaster"),
+        body,
+        conn_id: conn,
+        now: Instant::now(),
+    };
+    let result = p.routes.register(registration).await?.map_err(|_| RequestError::RegisterFailed)?;
+    let mut resp = success();
+    let mut ext = ExtFields::new();
+    if let Some(master) = result.master_addr {
+        ext.insert("masterAddr", &*master);
+    }
+    if let Some(ha) = result.ha_server_addr {
+        ext.insert("haServerAddr", &*ha);
+    }
+    resp.ext_fields = Some(ext);
+    Ok(resp)
+}
+
+/// Answers once queued; the removal happens in the writer's next batch, as in Java.
+pub(super) fn unregister_broker(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    let unregister = UnregisterRequest {
+        cluster: required(req, "clusterName")?.into(),
+        broker_addr: required(req, "brokerAddr")?.into(),
+        broker_name: required(req, "brokerName")?.into(),
+        broker_id: broker_id(req)?,
+    };
+    p.routes.try_submit(RouteMutation::Unregister(unregister))?;
+    Ok(success())
+}
+
+/// REGISTER_TOPIC_IN_NAMESRV. Code 217 was GET_KV_CONFIG_BY_VALUE for old clients, which send
+/// `namespace`/`key` and no `topic`: without a topic nothing is ever registered.
+pub(super) async fn register_topic(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    let Some(topic) = req.ext("topic") else {
+        return Ok(success());
+    };
+    if req.body.is_empty() {
+        return Ok(success());
+    }
+    let parsed: QueueDatasOnly =
+        lenient::from_fastjson_slice(&req.body).map_err(|e| RequestError::InvalidBody(e.to_string()))?;
+    let mut queue_datas = Vec::new();
+    for q in parsed.queue_datas.unwrap_or_default() {
+        let Some(name) = q.broker_name else {
+            return Err(RequestError::InvalidBody("queue data without brokerName".into()));
+        };
+        queue_datas.push(QueueData {
+            broker_name: name.into(),
+            read_queue_nums: q.read_queue_nums,
+            write_queue_nums: q.write_queue_nums,
+            perm: q.perm,
+            topic_sys_flag: q.topic_sys_flag,
+        });
+    }
+    if !queue_datas.is_empty() {
+        p.routes.register_topic(topic.to_string(), queue_datas).await?;
+    }
+    Ok(success())
+}
+
+/// QUERY_DATA_VERSION: tells a broker whether its registration is current, and counts as a heartbeat.
+pub(super) fn query_data_version(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    let key = BrokerAddrKey::new(required(req, "clusterName")?, required(req, "brokerAddr")?);
+    let reported = if req.body.is_empty() {
+        None
+    } else {
+        Some(DataVersion::parse(&req.body).map_err(|e| RequestError::InvalidBody(e.to_string()))?)
+    };
+    let live = &p.routes.liveness;
+    let changed = live.is_data_version_changed(&key, reported.as_ref());
+    live.touch(&key, Instant::now());
+    let mut resp = success();
+    resp.ext_fields = Some([("changed", changed.to_string())].into_iter().collect());
+    if let Some(stored) = live.data_version(&key) {
+        resp.body = Bytes::from(stored.to_json());
+    }
+    Ok(resp)
+}
+
+/// BROKER_HEARTBEAT: refreshes a known broker; unknown ones are ignored.
+pub(super) fn broker_heartbeat(p: &Processor, req: &RemotingCommand) -> RemotingCommand {
+    if let (Some(cluster), Some(addr)) = (req.ext("clusterName"), req.ext("brokerAddr")) {
+        p.routes.liveness.touch(&BrokerAddrKey::new(cluster, addr), Instant::now());
+    }
+    success()
+}

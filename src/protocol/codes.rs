@@ -1,0 +1,40 @@
+//! RocketMQ request and response codes the NameServer speaks (`RequestCode.java`, `ResponseCode.java`).
+
+/// Request codes (`RequestCode`).
+pub mod request {
+    pub const PUT_KV_CONFIG: i32 = 100;
+    pub const GET_KV_CONFIG: i32 = 101;
+    pub const DELETE_KV_CONFIG: i32 = 102;
+    pub const REGISTER_BROKER: i32 = 103;
+    pub const UNREGISTER_BROKER: i32 = 104;
+    pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
+    pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
+    pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub const REGISTER_TOPIC_IN_NAMESRV: i32 = 217;
+    pub const QUERY_DATA_VERSION: i32 = 322;
+    pub const BROKER_HEARTBEAT: i32 = 904;
+}
+
+/// Response codes (`RemotingSysResponseCode`, `ResponseCode`).
+pub mod response {
+    pub const SUCCESS: i32 = 0;
+    pub const SYSTEM_ERROR: i32 = 1;
+    pub const SYSTEM_BUSY: i32 = 2;
+    pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
+    pub const NO_PERMISSION: i32 = 16;
+    pub const TOPIC_NOT_EXIST: i32 = 17;
+    pub const QUERY_NOT_FOUND: i32 = 22;
+    pub const GO_AWAY: i32 = 1500;
+}
+
+/// `MQVersion.Version` ordinals that change what the NameServer does.
+pub mod version {
+    /// V3_0_11: from here on REGISTER_BROKER carries a RegisterBrokerBody.
+    pub const V3_0_11: i32 = 37;
+    /// V4_9_4: from here on routes are answered in standard JSON.
+    pub const V4_9_4: i32 = 401;
+    /// V5_0_0: the compressed registration body carries static-topic mappings.
+    pub const V5_0_0: i32 = 413;
+    /// V5_3_3: the version this server announces in its replies, like the Java 5.3 NameServer.
+    pub const CURRENT: i32 = 479;
+}

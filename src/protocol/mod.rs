@@ -1,0 +1,11 @@
+//! RocketMQ's data types as the NameServer sees them, and their exact JSON forms.
+
+pub mod codes;
+pub mod data_version;
+pub mod lenient;
+pub mod register_body;
+pub mod route_data;
+
+pub use data_version::DataVersion;
+pub use register_body::{RegisterBrokerBody, TopicConfig};
+pub use route_data::{BrokerData, QueueData};

@@ -1,0 +1,208 @@
+//! TopicRouteData and its parts (QueueData, BrokerData), and their fastjson encodings.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::json::{self, JsonStyle};
+use crate::protocol::lenient;
+
+/// The master's broker id (`MixAll.MASTER_ID`).
+pub const MASTER_ID: i64 = 0;
+pub const PERM_WRITE: i32 = 2;
+pub const PERM_READ: i32 = 4;
+
+/// A topic's queues on one broker group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct QueueData {
+    pub broker_name: Arc<str>,
+    pub read_queue_nums: i32,
+    pub write_queue_nums: i32,
+    pub perm: i32,
+    pub topic_sys_flag: i32,
+}
+
+impl QueueData {
+    pub fn is_writable(&self) -> bool {
+        self.perm & PERM_WRITE != 0
+    }
+
+    pub fn write_json(&self, out: &mut Vec<u8>, style: JsonStyle) {
+        out.extend_from_slice(b"{\"brokerName\":");
+        json::write_str(out, &self.broker_name, style);
+        out.extend_from_slice(b",\"perm\":");
+        json::write_int(out, self.perm as i64);
+        out.extend_from_slice(b",\"readQueueNums\":");
+        json::write_int(out, self.read_queue_nums as i64);
+        out.extend_from_slice(b",\"topicSysFlag\":");
+        json::write_int(out, self.topic_sys_flag as i64);
+        out.extend_from_slice(b",\"writeQueueNums\":");
+        json::write_int(out, self.write_queue_nums as i64);
+        out.push(b'}');
+    }
+}
+
+/// A broker group: its name, cluster and the address of each member by broker id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerData {
+    pub cluster: Arc<str>,
+    pub broker_name: Arc<str>,
+    pub broker_addrs: BTreeMap<i64, Arc<str>>,
+    pub zone_name: Option<Arc<str>>,
+    pub enable_acting_master: bool,
+}
+
+impl BrokerData {
+    pub fn new(cluster: Arc<str>, broker_name: Arc<str>) -> Self {
+        BrokerData { cluster, broker_name, broker_addrs: BTreeMap::new(), zone_name: None, enable_acting_master: false }
+    }
+
+    pub fn write_json(&self, out: &mut Vec<u8>, style: JsonStyle) {
+        out.extend_from_slice(b"{\"brokerAddrs\":");
+        write_broker_addrs(out, &self.broker_addrs, style);
+        out.extend_from_slice(b",\"brokerName\":");
+        json::write_str(out, &self.broker_name, style);
+        out.extend_from_slice(b",\"cluster\":");
+        json::write_str(out, &self.cluster, style);
+        out.extend_from_slice(b",\"enableActingMaster\":");
+        json::write_bool(out, self.enable_acting_master);
+        if let Some(zone) = &self.zone_name {
+            out.extend_from_slice(b",\"zoneName\":");
+            json::write_str(out, zone, style);
+        }
+        out.push(b'}');
+    }
+}
+
+/// `{0:"addr",1:"addr"}` (fastjson) or `{"0":"addr","1":"addr"}` (standard), ids ascending.
+pub fn write_broker_addrs(out: &mut Vec<u8>, addrs: &BTreeMap<i64, Arc<str>>, style: JsonStyle) {
+    out.push(b'{');
+    for (i, (id, addr)) in addrs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json::write_int_key(out, *id, style);
+        json::write_str(out, addr, style);
+    }
+    out.push(b'}');
+}
+
+/// What a TopicRouteData body is made of; the encoder writes it in fastjson's property order.
+pub struct TopicRouteParts<'a> {
+    pub broker_datas: &'a [&'a BrokerData],
+    /// Broker address → its filter servers, sorted by address.
+    pub filter_servers: &'a [(&'a str, &'a [String])],
+    pub order_topic_conf: Option<&'a str>,
+    pub queue_datas: &'a [&'a QueueData],
+}
+
+impl TopicRouteParts<'_> {
+    pub fn encode(&self, style: JsonStyle) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + 160 * self.broker_datas.len() + 96 * self.queue_datas.len());
+        out.extend_from_slice(b"{\"brokerDatas\":[");
+        for (i, b) in self.broker_datas.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            b.write_json(&mut out, style);
+        }
+        out.extend_from_slice(b"],\"filterServerTable\":{");
+        for (i, (addr, servers)) in self.filter_servers.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json::write_str(&mut out, addr, style);
+            out.push(b':');
+            json::write_str_array(&mut out, servers.iter().map(String::as_str), style);
+        }
+        out.push(b'}');
+        if let Some(conf) = self.order_topic_conf {
+            out.extend_from_slice(b",\"orderTopicConf\":");
+            json::write_str(&mut out, conf, style);
+        }
+        out.extend_from_slice(b",\"queueDatas\":[");
+        for (i, q) in self.queue_datas.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            q.write_json(&mut out, style);
+        }
+        out.extend_from_slice(b"]}");
+        out
+    }
+}
+
+/// The part of a TopicRouteData body that REGISTER_TOPIC_IN_NAMESRV uses: its queue datas.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueDatasOnly {
+    #[serde(default)]
+    pub queue_datas: Option<Vec<QueueDataJson>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueDataJson {
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub broker_name: Option<String>,
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    pub read_queue_nums: i32,
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    pub write_queue_nums: i32,
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    pub perm: i32,
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    pub topic_sys_flag: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker() -> BrokerData {
+        let mut b = BrokerData::new("DefaultCluster".into(), "broker-a".into());
+        b.broker_addrs.insert(0, "192.168.0.1:10911".into());
+        b.broker_addrs.insert(1, "192.168.0.2:10911".into());
+        b
+    }
+
+    fn queue() -> QueueData {
+        QueueData { broker_name: "broker-a".into(), read_queue_nums: 8, write_queue_nums: 8, perm: 6, topic_sys_flag: 0 }
+    }
+
+    /// fastjson 1.2.83 output recorded in protocol.md §3.1.
+    #[test]
+    fn route_bodies_match_fastjson() {
+        let (b, q) = (broker(), queue());
+        let parts =
+            TopicRouteParts { broker_datas: &[&b], filter_servers: &[], order_topic_conf: None, queue_datas: &[&q] };
+        assert_eq!(
+            String::from_utf8(parts.encode(JsonStyle::Fastjson)).unwrap(),
+            r#"{"brokerDatas":[{"brokerAddrs":{0:"192.168.0.1:10911",1:"192.168.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}"#
+        );
+        assert_eq!(
+            String::from_utf8(parts.encode(JsonStyle::Standard)).unwrap(),
+            r#"{"brokerDatas":[{"brokerAddrs":{"0":"192.168.0.1:10911","1":"192.168.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}"#
+        );
+    }
+
+    #[test]
+    fn zone_filter_servers_and_order_conf() {
+        let mut b = broker();
+        b.enable_acting_master = true;
+        b.zone_name = Some("zone1".into());
+        let q = queue();
+        let fs = vec!["192.168.0.1:30000".to_string()];
+        let parts = TopicRouteParts {
+            broker_datas: &[&b],
+            filter_servers: &[("192.168.0.1:10911", &fs)],
+            order_topic_conf: Some("broker-a:8"),
+            queue_datas: &[&q],
+        };
+        assert_eq!(
+            String::from_utf8(parts.encode(JsonStyle::Standard)).unwrap(),
+            r#"{"brokerDatas":[{"brokerAddrs":{"0":"192.168.0.1:10911","1":"192.168.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":true,"zoneName":"zone1"}],"filterServerTable":{"192.168.0.1:10911":["192.168.0.1:30000"]},"orderTopicConf":"broker-a:8","queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}"#
+        );
+    }
+}

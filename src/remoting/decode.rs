@@ -1,0 +1,199 @@
+//! Decoding of request headers, JSON (`T = 0`) and ROCKETMQ binary (`T = 1`), as leniently as Java does.
+
+use bytes::{Buf, Bytes};
+use serde::Deserialize;
+
+use super::command::{ExtFields, LanguageCode, RemotingCommand};
+use super::frame::{RawFrame, SerializeType};
+use crate::protocol::lenient;
+
+/// A header that cannot be decoded; like Java, the connection is then closed without a reply.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum HeaderError {
+    #[error("malformed JSON header: {0}")]
+    Json(String),
+    #[error("binary header truncated at {0}")]
+    Truncated(&'static str),
+    #[error("binary header field {0} has a negative length")]
+    NegativeLength(&'static str),
+}
+
+#[derive(Deserialize)]
+struct JsonHeader {
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    code: i32,
+    #[serde(default, rename = "extFields", deserialize_with = "ext_fields")]
+    ext_fields: Option<ExtFields>,
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    flag: i32,
+    #[serde(default, deserialize_with = "language")]
+    language: Option<LanguageCode>,
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    opaque: i32,
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    remark: Option<String>,
+    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
+    version: i32,
+}
+
+fn ext_fields<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ExtFields>, D::Error> {
+    let map: Option<Vec<(String, serde_json::Value)>> =
+        Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)?.map(|m| m.into_iter().collect());
+    Ok(map.map(|entries| {
+        let mut ext = ExtFields::new();
+        for (k, v) in entries {
+            if let Some(v) = lenient::scalar_to_string(v) {
+                ext.push(k, v);
+            }
+        }
+        ext
+    }))
+}
+
+/// An unknown language name is not an error in Java: it becomes null.
+fn language<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<LanguageCode>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(match v {
+        serde_json::Value::String(s) => LanguageCode::from_name(&s),
+        serde_json::Value::Number(n) => n.as_u64().and_then(|c| u8::try_from(c).ok()).and_then(LanguageCode::from_code),
+        _ => None,
+    })
+}
+
+/// Turns a frame into a command; the body is shared, not copied.
+pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
+    let mut cmd = match frame.serialize_type {
+        SerializeType::Json => decode_json_header(&frame.header)?,
+        SerializeType::RocketMq => decode_binary_header(frame.header)?,
+    };
+    cmd.body = frame.body;
+    Ok(cmd)
+}
+
+pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
+    let h: JsonHeader = serde_json::from_slice(header).map_err(|e| HeaderError::Json(e.to_string()))?;
+    Ok(RemotingCommand {
+        code: h.code,
+        language: h.language,
+        version: h.version,
+        opaque: h.opaque,
+        flag: h.flag,
+        remark: h.remark,
+        ext_fields: h.ext_fields,
+        body: Bytes::new(),
+    })
+}
+
+fn take_len(buf: &mut Bytes, size: usize, field: &'static str) -> Result<(), HeaderError> {
+    if buf.remaining() < size { Err(HeaderError::Truncated(field)) } else { Ok(()) }
+}
+
+/// Reads `len` bytes as text; Java decodes with replacement characters, so invalid UTF-8 is not fatal.
+fn take_string(buf: &mut Bytes, len: i64, field: &'static str) -> Result<Option<String>, HeaderError> {
+    if len < 0 {
+        return Err(HeaderError::NegativeLength(field));
+    }
+    let len = len as usize;
+    take_len(buf, len, field)?;
+    let bytes = buf.split_to(len);
+    // A zero-length string is null in Java's binary decoder.
+    Ok((len > 0).then(|| String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+pub fn decode_binary_header(mut buf: Bytes) -> Result<RemotingCommand, HeaderError> {
+    take_len(&mut buf, 17, "fixed fields")?;
+    let code = buf.get_i16() as i32;
+    let language = LanguageCode::from_code(buf.get_u8());
+    let version = buf.get_i16() as i32;
+    let opaque = buf.get_i32();
+    let flag = buf.get_i32();
+    let remark_len = buf.get_i32() as i64;
+    let remark = take_string(&mut buf, remark_len, "remark")?;
+    take_len(&mut buf, 4, "extFields length")?;
+    let ext_len = buf.get_i32() as i64;
+    if ext_len < 0 {
+        return Err(HeaderError::NegativeLength("extFields"));
+    }
+    take_len(&mut buf, ext_len as usize, "extFields")?;
+    let mut map = buf.split_to(ext_len as usize);
+    let ext_fields = if ext_len == 0 {
+        None
+    } else {
+        let mut ext = ExtFields::new();
+        while map.has_remaining() {
+            take_len(&mut map, 2, "extFields key length")?;
+            let key_len = map.get_i16() as i64;
+            let key = take_string(&mut map, key_len, "extFields key")?;
+            take_len(&mut map, 4, "extFields value length")?;
+            let val_len = map.get_i32() as i64;
+            let value = take_string(&mut map, val_len, "extFields value")?;
+            if let (Some(k), Some(v)) = (key, value) {
+                ext.push(k, v);
+            }
+        }
+        Some(ext)
+    };
+    Ok(RemotingCommand { code, language, version, opaque, flag, remark, ext_fields, body: Bytes::new() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Worked example of protocol.md §1.4: request 105 for TopicTest in binary form.
+    #[test]
+    fn binary_worked_example() {
+        let header: &[u8] = &[
+            0x00, 0x69, 0x00, 0x01, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x00, 0x05, b't', b'o',
+            b'p', b'i', b'c', 0, 0, 0, 9, b'T', b'o', b'p', b'i', b'c', b'T', b'e', b's', b't',
+        ];
+        assert_eq!(header.len(), 41);
+        let cmd = decode_binary_header(Bytes::from_static(header)).unwrap();
+        assert_eq!((cmd.code, cmd.version, cmd.opaque, cmd.flag), (105, 479, 1, 0));
+        assert_eq!(cmd.language, Some(LanguageCode::Java));
+        assert_eq!(cmd.ext("topic"), Some("TopicTest"));
+        assert_eq!(cmd.remark, None);
+    }
+
+    #[test]
+    fn binary_lengths_past_the_end_fail() {
+        let mut h = vec![0, 105, 0, 1, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0];
+        h.extend_from_slice(&100i32.to_be_bytes());
+        assert_eq!(decode_binary_header(Bytes::from(h.clone())), Err(HeaderError::Truncated("remark")));
+        h.truncate(13);
+        h.extend_from_slice(&(-5i32).to_be_bytes());
+        assert_eq!(decode_binary_header(Bytes::from(h)), Err(HeaderError::NegativeLength("remark")));
+    }
+
+    #[test]
+    fn json_is_lenient_like_java() {
+        let cmd = decode_json_header(
+            br#"{"code":"105","extFields":{"topic":"T","n":5,"b":true,"z":null},"flag":0,"language":"KLINGON","opaque":7,"remark":"","version":317,"extra":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(cmd.code, 105);
+        assert_eq!(cmd.language, None);
+        assert_eq!(cmd.ext("n"), Some("5"));
+        assert_eq!(cmd.ext("b"), Some("true"));
+        assert_eq!(cmd.ext("z"), None);
+        assert_eq!(cmd.remark.as_deref(), Some(""));
+        assert!(decode_json_header(br#"{"code":"abc"}"#).is_err());
+        assert!(decode_json_header(b"{not json").is_err());
+    }
+
+    #[test]
+    fn round_trip_both_encodings() {
+        let mut cmd = RemotingCommand::request(103, [("brokerName", "b"), ("brokerId", "0")].into_iter().collect());
+        cmd.opaque = 9;
+        cmd.remark = Some("hi".into());
+        cmd.body = Bytes::from_static(b"body");
+        for ty in [SerializeType::Json, SerializeType::RocketMq] {
+            let mut buf = bytes::BytesMut::new();
+            cmd.encode(ty, &mut buf);
+            let frame = tokio_util::codec::Decoder::decode(&mut super::super::frame::FrameDecoder::default(), &mut buf)
+                .unwrap()
+                .unwrap();
+            assert_eq!(decode_command(frame).unwrap(), cmd);
+        }
+    }
+}

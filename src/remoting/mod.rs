@@ -1,0 +1,9 @@
+//! The RocketMQ remoting protocol: frames, command headers in both encodings.
+
+pub mod command;
+pub mod decode;
+pub mod frame;
+
+pub use command::{ExtFields, LanguageCode, RemotingCommand};
+pub use decode::{HeaderError, decode_command};
+pub use frame::{FrameDecoder, FrameError, RawFrame, SerializeType};

@@ -1,0 +1,385 @@
+//! `RouteBuilder`: applies route mutations to the next snapshot, the way Java's `RouteInfoManager` applies
+//! them to its tables, and re-encodes only the topics whose route changed.
+//!
+//! Everything here is synchronous and pure apart from the liveness table; the writer task owns the only
+//! builder, so no lock is needed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::json::JsonStyle;
+use crate::protocol::route_data::{MASTER_ID, PERM_WRITE, TopicRouteParts};
+use crate::protocol::{BrokerData, QueueData, RegisterBrokerBody};
+use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, ConnId, DEFAULT_BROKER_TIMEOUT};
+use crate::route::snapshot::{EncodedRoute, RouteSnapshot, TopicRoute};
+
+/// Route behaviour switches from the NameServer config.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RouteConfig {
+    /// `deleteTopicWithBrokerRegistration`: a full registration drops the broker's topics it no longer lists.
+    pub delete_topic_with_broker_registration: bool,
+}
+
+/// A REGISTER_BROKER request, decoded.
+#[derive(Debug, Clone)]
+pub struct BrokerRegistration {
+    pub cluster: Arc<str>,
+    pub broker_addr: Arc<str>,
+    pub broker_name: Arc<str>,
+    pub broker_id: i64,
+    pub ha_server_addr: Arc<str>,
+    pub zone_name: Option<Arc<str>>,
+    pub heartbeat_timeout: Option<Duration>,
+    /// `None` for 4.x brokers, which do not send the field.
+    pub enable_acting_master: Option<bool>,
+    pub body: RegisterBrokerBody,
+    pub conn_id: ConnId,
+    pub now: Instant,
+}
+
+/// What the reply to a registration carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegisterResult {
+    pub master_addr: Option<Arc<str>>,
+    pub ha_server_addr: Option<Arc<str>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// Java's rule against an incremental one-topic registration from a broker id not yet registered.
+    #[error("register broker failed")]
+    FirstRegistrationWithOneTopic,
+}
+
+/// An unregistration, from UNREGISTER_BROKER, a closed connection or expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnregisterRequest {
+    pub cluster: Arc<str>,
+    pub broker_addr: Arc<str>,
+    pub broker_name: Arc<str>,
+    pub broker_id: i64,
+}
+
+/// Broker name → topics with queue data of that broker: lets a broker change re-encode only its topics.
+pub type BrokerTopicIndex = HashMap<Arc<str>, HashSet<Arc<str>>>;
+
+pub struct RouteBuilder<'a> {
+    next: RouteSnapshot,
+    index: &'a mut BrokerTopicIndex,
+    live: &'a BrokerLiveTable,
+    config: RouteConfig,
+    dirty_topics: HashSet<Arc<str>>,
+    dirty_brokers: HashSet<Arc<str>>,
+    changed: bool,
+}
+
+impl<'a> RouteBuilder<'a> {
+    pub fn new(
+        current: &RouteSnapshot,
+        index: &'a mut BrokerTopicIndex,
+        live: &'a BrokerLiveTable,
+        config: RouteConfig,
+    ) -> Self {
+        RouteBuilder {
+            next: current.clone(),
+            index,
+            live,
+            config,
+            dirty_topics: HashSet::new(),
+            dirty_brokers: HashSet::new(),
+            changed: false,
+        }
+    }
+
+    /// The state being built (for reading mid-batch).
+    pub fn snapshot(&self) -> &RouteSnapshot {
+        &self.next
+    }
+
+    fn put_broker(&mut self, data: BrokerData) {
+        let name = data.broker_name.clone();
+        if self.next.brokers.get(&name).map(|b| **b != data).unwrap_or(true) {
+            self.next.brokers.insert(name.clone(), Arc::new(data));
+            self.dirty_brokers.insert(name);
+            self.changed = true;
+        }
+    }
+
+    /// Inserts or replaces the queue data of `qd.broker_name` for `topic` when it differs.
+    fn put_queue_data(&mut self, topic: &str, qd: QueueData) {
+        let current = self.next.topics.get(topic);
+        if current.and_then(|t| t.queue_data(&qd.broker_name)) == Some(&qd) {
+            return;
+        }
+        let topic: Arc<str> =
+            self.next.topics.get_key_value(topic).map_or_else(|| Arc::from(topic), |(k, _)| k.clone());
+        let mut route = self.next.topics.get(&topic).map(|t| (**t).clone()).unwrap_or_default();
+        match route.queue_datas.binary_search_by(|q| q.broker_name.cmp(&qd.broker_name)) {
+            Ok(i) => route.queue_datas[i] = qd.clone(),
+            Err(i) => route.queue_datas.insert(i, qd.clone()),
+        }
+        self.index.entry(qd.broker_name.clone()).or_default().insert(topic.clone());
+        self.next.topics.insert(topic.clone(), Arc::new(route));
+        self.dirty_topics.insert(topic);
+        self.changed = true;
+    }
+
+    /// Removes the queue data of `broker` from `topic`; the topic goes when none is left.
+    fn remove_queue_data(&mut self, topic: &Arc<str>, broker: &str) {
+        let Some(current) = self.next.topics.get(topic) else { return };
+        if current.queue_data(broker).is_none() {
+            return;
+        }
+        let mut route = (**current).clone();
+        route.queue_datas.retain(|q| &*q.broker_name != broker);
+        if let Some(set) = self.index.get_mut(broker) {
+            set.remove(topic);
+            if set.is_empty() {
+                self.index.remove(broker);
+            }
+        }
+        self.next.topics.insert(topic.clone(), Arc::new(route));
+        self.dirty_topics.insert(topic.clone());
+        self.changed = true;
+    }
+
+    fn topics_of(&self, broker: &str) -> Vec<Arc<str>> {
+        self.index.get(broker).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// `RouteInfoManager#registerBroker` (protocol notes §4.2).
+    pub fn register_broker(&mut self, r: &BrokerRegistration) -> Result<RegisterResult, RegisterError> {
+        // 1. The cluster lists the broker name.
+        if !self.next.clusters.get(&r.cluster).is_some_and(|names| names.contains(&r.broker_name)) {
+            Arc::make_mut(&mut self.next.clusters).entry(r.cluster.clone()).or_default().insert(r.broker_name.clone());
+            self.changed = true;
+        }
+        // 2-3. The broker group, created on first sight; zone and acting-master flag follow every registration.
+        let existing = self.next.brokers.get(&r.broker_name).cloned();
+        let mut register_first = existing.is_none();
+        let mut data = existing
+            .map(|b| (*b).clone())
+            .unwrap_or_else(|| BrokerData::new(r.cluster.clone(), r.broker_name.clone()));
+        let old_version_broker = r.enable_acting_master.is_none();
+        data.enable_acting_master = !old_version_broker && r.enable_acting_master == Some(true);
+        data.zone_name = r.zone_name.clone();
+        // 5. One address holds one id: a slave turned master drops its old id.
+        data.broker_addrs.retain(|id, addr| !(*addr == r.broker_addr && *id != r.broker_id));
+        // 6. A registration older (by stateVersion) than the live holder of this id is rejected quietly.
+        if let Some(holder) = data.broker_addrs.get(&r.broker_id).filter(|a| **a != r.broker_addr)
+            && let Some(info) = self.live.get(&BrokerAddrKey { cluster: r.cluster.clone(), addr: holder.clone() })
+            && info.data_version.state_version > r.body.data_version.state_version
+        {
+            tracing::warn!(broker = %r.broker_addr, holder = %holder, "registration with an older stateVersion rejected");
+            self.live.remove(&BrokerAddrKey { cluster: r.cluster.clone(), addr: r.broker_addr.clone() });
+            self.put_broker(data);
+            return Ok(RegisterResult::default());
+        }
+        // 7. An unknown broker id may not start with an incremental one-topic registration.
+        if !data.broker_addrs.contains_key(&r.broker_id) && r.body.topic_configs.len() == 1 {
+            self.put_broker(data);
+            return Err(RegisterError::FirstRegistrationWithOneTopic);
+        }
+        // 8.
+        let previous = data.broker_addrs.insert(r.broker_id, r.broker_addr.clone());
+        register_first |= previous.is_none_or(|a| a.is_empty());
+        // 9.
+        let is_master = r.broker_id == MASTER_ID;
+        let min_id = data.broker_addrs.keys().next().copied().unwrap_or(MASTER_ID);
+        let is_prime_slave = !old_version_broker && !is_master && r.broker_id == min_id;
+        let acting_master = data.enable_acting_master;
+        self.put_broker(data);
+        // 10. The master (or the lowest slave when no master is present) defines the broker's queues.
+        let live_key = BrokerAddrKey { cluster: r.cluster.clone(), addr: r.broker_addr.clone() };
+        if is_master || is_prime_slave {
+            let version_changed = self.live.is_data_version_changed(&live_key, Some(&r.body.data_version));
+            if self.config.delete_topic_with_broker_registration {
+                let listed: HashSet<&str> = r.body.topic_configs.iter().filter_map(|t| t.topic_name.as_deref()).collect();
+                for topic in self.topics_of(&r.broker_name) {
+                    if !listed.contains(&*topic) {
+                        self.remove_queue_data(&topic, &r.broker_name);
+                    }
+                }
+            }
+            for tc in &r.body.topic_configs {
+                let Some(topic) = tc.topic_name.as_deref() else {
+                    tracing::warn!(broker = %r.broker_addr, "topic config without topicName ignored");
+                    continue;
+                };
+                let missing =
+                    self.next.topics.get(topic).is_none_or(|t| t.queue_data(&r.broker_name).is_none());
+                if register_first || version_changed || missing {
+                    let mut perm = tc.perm;
+                    if is_prime_slave && acting_master {
+                        perm &= !PERM_WRITE;
+                    }
+                    let qd = QueueData {
+                        broker_name: r.broker_name.clone(),
+                        read_queue_nums: tc.read_queue_nums,
+                        write_queue_nums: tc.write_queue_nums,
+                        perm,
+                        topic_sys_flag: tc.topic_sys_flag,
+                    };
+                    self.put_queue_data(topic, qd);
+                }
+            }
+        }
+        // 11. Liveness.
+        self.live.insert(
+            live_key.clone(),
+            BrokerLiveInfo {
+                last_update: r.now,
+                timeout: r.heartbeat_timeout.unwrap_or(DEFAULT_BROKER_TIMEOUT),
+                data_version: r.body.data_version,
+                conn_id: r.conn_id,
+                ha_server_addr: r.ha_server_addr.clone(),
+            },
+        );
+        // 12. Filter servers: absent leaves them, empty clears them.
+        if let Some(list) = &r.body.filter_server_list {
+            let current = self.next.filter_servers.get(&live_key);
+            let changed = if list.is_empty() { current.is_some() } else { current != Some(list) };
+            if changed {
+                let table = Arc::make_mut(&mut self.next.filter_servers);
+                if list.is_empty() {
+                    table.remove(&live_key);
+                } else {
+                    table.insert(live_key, list.clone());
+                }
+                self.dirty_brokers.insert(r.broker_name.clone());
+                self.changed = true;
+            }
+        }
+        // 13. A slave learns its live master.
+        let mut result = RegisterResult::default();
+        if !is_master
+            && let Some(master) = self.next.brokers.get(&r.broker_name).and_then(|b| b.broker_addrs.get(&MASTER_ID))
+            && let Some(info) = self.live.get(&BrokerAddrKey { cluster: r.cluster.clone(), addr: master.clone() })
+        {
+            result.master_addr = Some(master.clone());
+            result.ha_server_addr = Some(info.ha_server_addr.clone());
+        }
+        Ok(result)
+    }
+
+    /// `registerTopic` (REGISTER_TOPIC_IN_NAMESRV): stored as sent, but only for known broker names.
+    pub fn register_topic(&mut self, topic: &str, queue_datas: Vec<QueueData>) {
+        let exists = self.next.topics.contains_key(topic);
+        if !exists && queue_datas.iter().any(|q| !self.next.brokers.contains_key(&q.broker_name)) {
+            return;
+        }
+        for qd in queue_datas {
+            if !self.next.brokers.contains_key(&qd.broker_name) {
+                return;
+            }
+            self.put_queue_data(topic, qd);
+        }
+    }
+
+    /// One unregistration of the batch service (protocol notes §4.5).
+    pub fn unregister_broker(&mut self, req: &UnregisterRequest) {
+        let key = BrokerAddrKey { cluster: req.cluster.clone(), addr: req.broker_addr.clone() };
+        self.live.remove(&key);
+        if self.next.filter_servers.contains_key(&key) {
+            Arc::make_mut(&mut self.next.filter_servers).remove(&key);
+            self.dirty_brokers.insert(req.broker_name.clone());
+            self.changed = true;
+        }
+        let Some(data) = self.next.brokers.get(&req.broker_name).cloned() else { return };
+        let mut data = (*data).clone();
+        data.broker_addrs.retain(|_, addr| *addr != req.broker_addr);
+        if data.broker_addrs.is_empty() {
+            self.next.brokers.remove(&req.broker_name);
+            self.dirty_brokers.insert(req.broker_name.clone());
+            let clusters = Arc::make_mut(&mut self.next.clusters);
+            if let Some(names) = clusters.get_mut(&req.cluster) {
+                names.remove(&req.broker_name);
+                if names.is_empty() {
+                    clusters.remove(&req.cluster);
+                }
+            }
+            self.changed = true;
+            for topic in self.topics_of(&req.broker_name) {
+                self.remove_queue_data(&topic, &req.broker_name);
+            }
+        } else {
+            let acting_master = data.enable_acting_master;
+            let masterless = data.broker_addrs.keys().next().is_some_and(|id| *id > MASTER_ID);
+            self.put_broker(data);
+            // A group that lost its master and may elect an acting one stops taking writes meanwhile.
+            if acting_master && masterless {
+                for topic in self.topics_of(&req.broker_name) {
+                    if let Some(qd) = self.next.topics.get(&topic).and_then(|t| t.queue_data(&req.broker_name))
+                        && qd.is_writable()
+                    {
+                        let qd = QueueData { perm: qd.perm & !PERM_WRITE, ..qd.clone() };
+                        self.put_queue_data(&topic, qd);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Builds the unregistration for a broker address found in the table (expiry and closed connections).
+    pub fn unregister_request_for(&self, key: &BrokerAddrKey) -> Option<UnregisterRequest> {
+        self.next.brokers.values().find_map(|b| {
+            if b.cluster != key.cluster {
+                return None;
+            }
+            b.broker_addrs.iter().find(|(_, a)| **a == key.addr).map(|(id, _)| UnregisterRequest {
+                cluster: key.cluster.clone(),
+                broker_addr: key.addr.clone(),
+                broker_name: b.broker_name.clone(),
+                broker_id: *id,
+            })
+        })
+    }
+
+    /// Re-encodes every topic whose route changed; `None` when nothing visible changed.
+    pub fn finish(mut self) -> Option<RouteSnapshot> {
+        if !self.changed {
+            return None;
+        }
+        for broker in std::mem::take(&mut self.dirty_brokers) {
+            if let Some(topics) = self.index.get(&broker) {
+                self.dirty_topics.extend(topics.iter().cloned());
+            }
+        }
+        for topic in std::mem::take(&mut self.dirty_topics) {
+            let Some(route) = self.next.topics.get(&topic) else { continue };
+            if route.queue_datas.is_empty() {
+                self.next.topics.remove(&topic);
+                continue;
+            }
+            let encoded = encode_route(&self.next, &route.queue_datas);
+            let route = TopicRoute { queue_datas: route.queue_datas.clone(), encoded };
+            self.next.topics.insert(topic, Arc::new(route));
+        }
+        self.next.version += 1;
+        Some(self.next)
+    }
+}
+
+/// `pickupTopicRouteData` done once per change: BrokerData of every known broker name of the topic.
+fn encode_route(snapshot: &RouteSnapshot, queue_datas: &[QueueData]) -> Option<EncodedRoute> {
+    let brokers: Vec<&BrokerData> =
+        queue_datas.iter().filter_map(|q| snapshot.brokers.get(&q.broker_name).map(|b| &**b)).collect();
+    if brokers.is_empty() {
+        return None;
+    }
+    let mut filter_servers = Vec::new();
+    for b in &brokers {
+        snapshot.filter_servers_of(b, &mut filter_servers);
+    }
+    filter_servers.sort_by(|a, b| a.0.cmp(b.0));
+    let queues: Vec<&QueueData> = queue_datas.iter().collect();
+    let parts =
+        TopicRouteParts { broker_datas: &brokers, filter_servers: &filter_servers, order_topic_conf: None, queue_datas: &queues };
+    Some(EncodedRoute {
+        fastjson: parts.encode(JsonStyle::Fastjson).into(),
+        standard: parts.encode(JsonStyle::Standard).into(),
+    })
+}

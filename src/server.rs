@@ -1,0 +1,78 @@
+//! The NameServer: binds the port, starts the route writer and housekeeping, accepts connections.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::config::NamesrvConfig;
+use crate::connection::Connection;
+use crate::housekeeping;
+use crate::processor::Processor;
+use crate::route::{RouteConfig, RouteHandle, RouteWriter, route_table};
+
+pub struct NameServer {
+    listener: TcpListener,
+    processor: Processor,
+    writer: RouteWriter,
+}
+
+impl NameServer {
+    /// Binds `bindAddress:listenPort` (port 0 picks a free port, for tests).
+    pub async fn bind(config: NamesrvConfig) -> std::io::Result<Self> {
+        let addr = format!("{}:{}", config.bind_address, config.listen_port);
+        let listener = TcpListener::bind(&addr).await?;
+        let route_config =
+            RouteConfig { delete_topic_with_broker_registration: config.delete_topic_with_broker_registration };
+        let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
+        let (routes, writer) = route_table(route_config, capacity);
+        Ok(NameServer { listener, processor: Processor::new(routes, Arc::new(config)), writer })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub fn routes(&self) -> RouteHandle {
+        self.processor.routes.clone()
+    }
+
+    /// Serves until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let NameServer { listener, processor, writer } = self;
+        let writer = tokio::spawn(writer.run());
+        let scan_period = Duration::from_millis(processor.config.scan_not_active_broker_interval);
+        let scan = tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), scan_period));
+        let next_id = AtomicU64::new(1);
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            let id = next_id.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(conn = id, %peer, "connection accepted");
+            let processor = processor.clone();
+            tokio::spawn(async move {
+                let routes = processor.routes.clone();
+                Connection::new(stream, id, processor).run().await;
+                housekeeping::on_connection_closed(&routes, id).await;
+                tracing::debug!(conn = id, %peer, "connection closed");
+            });
+        }
+        scan.abort();
+        writer.abort();
+    }
+}
