@@ -1,0 +1,251 @@
+//! Shared helpers of the wire tests: an in-process rocketns on 127.0.0.1 port 0, a raw client, and the
+//! requests brokers and clients send.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use rocketns::protocol::DataVersion;
+use rocketns::remoting::{ExtFields, FrameDecoder, RemotingCommand, SerializeType, decode_command};
+use rocketns::{NameServer, NamesrvConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_util::codec::Decoder;
+
+/// A server running inside the test's runtime; stopped when dropped.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+pub fn test_config() -> NamesrvConfig {
+    NamesrvConfig { bind_address: "127.0.0.1".into(), listen_port: 0, ..NamesrvConfig::default() }
+}
+
+pub async fn start() -> TestServer {
+    start_with(test_config()).await
+}
+
+pub async fn start_with(config: NamesrvConfig) -> TestServer {
+    let server = NameServer::bind(config).await.expect("bind 127.0.0.1:0");
+    let addr = server.local_addr().expect("local addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    TestServer { addr, stop: Some(stop) }
+}
+
+/// A raw remoting client.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: BytesMut,
+    next_opaque: i32,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        Client { stream, buf: BytesMut::new(), next_opaque: 1 }
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("write");
+    }
+
+    /// Sends `cmd` with a fresh opaque (returned), in the given header encoding.
+    pub async fn send(&mut self, mut cmd: RemotingCommand, ty: SerializeType) -> i32 {
+        cmd.opaque = self.next_opaque;
+        self.next_opaque += 1;
+        let mut out = BytesMut::new();
+        cmd.encode(ty, &mut out);
+        self.send_raw(&out).await;
+        cmd.opaque
+    }
+
+    /// The next whole frame, as raw bytes (prefix included); `None` when the server closed the connection.
+    pub async fn read_frame_bytes(&mut self) -> Option<Bytes> {
+        loop {
+            if self.buf.len() >= 4 {
+                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+                if self.buf.len() >= 4 + len {
+                    return Some(self.buf.split_to(4 + len).freeze());
+                }
+            }
+            let n = tokio::time::timeout(Duration::from_secs(10), self.stream.read_buf(&mut self.buf))
+                .await
+                .expect("no reply within 10 s")
+                .unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+        }
+    }
+
+    pub async fn read_response(&mut self) -> Option<RemotingCommand> {
+        let bytes = self.read_frame_bytes().await?;
+        let mut b = BytesMut::from(&bytes[..]);
+        let frame = FrameDecoder::default().decode(&mut b).expect("valid frame").expect("whole frame");
+        Some(decode_command(frame).expect("valid header"))
+    }
+
+    /// Sends a JSON request and returns its reply.
+    pub async fn request(&mut self, cmd: RemotingCommand) -> RemotingCommand {
+        let opaque = self.send(cmd, SerializeType::Json).await;
+        let resp = self.read_response().await.expect("connection closed before the reply");
+        assert_eq!(resp.opaque, opaque, "reply matches the request");
+        assert!(resp.is_response());
+        resp
+    }
+
+    /// True when the server closed the connection (pending replies are read and dropped).
+    pub async fn is_closed(&mut self) -> bool {
+        while self.read_frame_bytes().await.is_some() {}
+        true
+    }
+}
+
+pub fn ext(pairs: &[(&str, &str)]) -> ExtFields {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+pub fn request(code: i32, pairs: &[(&str, &str)]) -> RemotingCommand {
+    RemotingCommand::request(code, ext(pairs))
+}
+
+/// GET_ROUTEINFO_BY_TOPIC as a client of `version` sends it.
+pub fn route_request(topic: &str, version: i32) -> RemotingCommand {
+    let mut r = request(105, &[("topic", topic)]);
+    r.version = version;
+    r
+}
+
+/// A broker in a registration.
+#[derive(Clone)]
+pub struct Broker<'a> {
+    pub cluster: &'a str,
+    pub name: &'a str,
+    pub id: i64,
+    pub addr: &'a str,
+    pub ha_addr: &'a str,
+    /// `None`: a 4.x broker, which sends no `enableActingMaster`.
+    pub acting_master: Option<bool>,
+}
+
+impl<'a> Broker<'a> {
+    pub fn new(cluster: &'a str, name: &'a str, id: i64, addr: &'a str) -> Self {
+        Broker { cluster, name, id, addr, ha_addr: "", acting_master: Some(false) }
+    }
+}
+
+/// A topic config: (name, read/write queues, perm).
+pub type Topic<'a> = (&'a str, i32, i32);
+
+/// RegisterBrokerBody JSON as a 5.x broker writes it.
+pub fn register_body(dv: DataVersion, topics: &[(&str, i32, i32)]) -> Vec<u8> {
+    let mut table = String::new();
+    for (i, (name, queues, perm)) in topics.iter().enumerate() {
+        if i > 0 {
+            table.push(',');
+        }
+        table.push_str(&format!(
+            r#""{name}":{{"attributes":{{}},"order":false,"perm":{perm},"readQueueNums":{queues},"topicFilterType":"SINGLE_TAG","topicName":"{name}","topicSysFlag":0,"writeQueueNums":{queues}}}"#
+        ));
+    }
+    let dv = String::from_utf8(dv.to_json()).expect("utf8");
+    format!(
+        r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{dv},"mappingDataVersion":{dv},"topicConfigTable":{{{table}}},"topicQueueMappingDetailMap":{{}},"topicQueueMappingInfoMap":{{}}}}}}"#
+    )
+    .into_bytes()
+}
+
+pub fn dv(counter: i64) -> DataVersion {
+    DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 }
+}
+
+/// REGISTER_BROKER with a JSON body and its masked CRC, as a 5.x broker sends it.
+pub fn register_request(b: &Broker<'_>, dv: DataVersion, topics: &[(&str, i32, i32)]) -> RemotingCommand {
+    let body = register_body(dv, topics);
+    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
+    let mut pairs = vec![
+        ("brokerAddr", b.addr.to_string()),
+        ("brokerId", b.id.to_string()),
+        ("brokerName", b.name.to_string()),
+        ("clusterName", b.cluster.to_string()),
+        ("haServerAddr", b.ha_addr.to_string()),
+        ("compressed", "false".to_string()),
+        ("bodyCrc32", crc),
+    ];
+    if let Some(am) = b.acting_master {
+        pairs.push(("enableActingMaster", am.to_string()));
+    }
+    let mut r = RemotingCommand::request(103, pairs.into_iter().collect());
+    r.body = Bytes::from(body);
+    r
+}
+
+pub fn unregister_request(b: &Broker<'_>) -> RemotingCommand {
+    let id = b.id.to_string();
+    request(
+        104,
+        &[("brokerAddr", b.addr), ("brokerId", &id), ("brokerName", b.name), ("clusterName", b.cluster)],
+    )
+}
+
+/// Registers and asserts SUCCESS; returns the reply.
+pub async fn register(c: &mut Client, b: &Broker<'_>, dv: DataVersion, topics: &[(&str, i32, i32)]) -> RemotingCommand {
+    let resp = c.request(register_request(b, dv, topics)).await;
+    assert_eq!(resp.code, 0, "registration of {} failed: {:?}", b.addr, resp.remark);
+    resp
+}
+
+/// The standard-JSON route of `topic`, parsed, or `None` on TOPIC_NOT_EXIST.
+pub async fn route(c: &mut Client, topic: &str) -> Option<serde_json::Value> {
+    let resp = c.request(route_request(topic, 479)).await;
+    match resp.code {
+        0 => Some(serde_json::from_slice(&resp.body).expect("standard route JSON parses")),
+        17 => None,
+        other => panic!("unexpected code {other}: {:?}", resp.remark),
+    }
+}
+
+/// Polls until `topic`'s route is absent (unregistration is asynchronous, as in Java).
+pub async fn wait_route_gone(c: &mut Client, topic: &str) {
+    for _ in 0..200 {
+        if route(c, topic).await.is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("route of {topic} still present");
+}
+
+/// `brokerAddrs` of the route's BrokerData named `name`, as (id, addr) pairs.
+pub fn broker_addrs(route: &serde_json::Value, name: &str) -> Vec<(i64, String)> {
+    let datas = route["brokerDatas"].as_array().expect("brokerDatas");
+    let b = datas.iter().find(|b| b["brokerName"] == name).expect("broker data present");
+    let mut v: Vec<(i64, String)> = b["brokerAddrs"]
+        .as_object()
+        .expect("brokerAddrs")
+        .iter()
+        .map(|(k, a)| (k.parse().expect("numeric id"), a.as_str().expect("address").to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `perm` of the route's QueueData for broker `name`.
+pub fn queue_perm(route: &serde_json::Value, name: &str) -> i64 {
+    let q = route["queueDatas"].as_array().expect("queueDatas");
+    q.iter().find(|q| q["brokerName"] == name).expect("queue data present")["perm"].as_i64().expect("perm")
+}

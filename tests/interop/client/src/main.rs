@@ -1,0 +1,219 @@
+//! Drives the third-party rocketmq-rust client (crates.io `rocketmq-client-rust` 1.0.0) against rocketns.
+//!
+//! Every route it uses comes from the NameServer given on the command line. Subcommands:
+//! - `wait-broker NS BROKER SECS`: cluster info lists BROKER with a master address;
+//! - `produce-consume NS TOPIC COUNT`: create TOPIC through the broker (MQAdmin.createTopic asks the
+//!   NameServer for TBW102's route and sends UPDATE_AND_CREATE_TOPIC to its brokers), wait for its route,
+//!   send COUNT messages and consume every one of them back;
+//! - `auto-create NS TOPIC`: send to a topic nobody created (the client falls back to TBW102's route and the
+//!   broker creates the topic), then wait until the NameServer routes TOPIC;
+//! - `route NS TOPIC present|absent SECS`: wait until TOPIC's route is in that state.
+//! Exit status 0 means the check held; the last line printed says what was seen.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rocketmq_client_rust::{
+    ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer,
+    MessageListenerConcurrently, TopicAdmin,
+};
+use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
+use rocketmq_model::common::message::message_ext::MessageExt;
+use rocketmq_model::common::message::message_single::Message;
+use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
+
+type Failure = Box<dyn std::error::Error>;
+
+struct Runtime {
+    owner: RuntimeOwner,
+    client: Arc<ClientRuntime>,
+    telemetry: rocketmq_observability::TelemetryRuntimeGuard,
+}
+
+impl Runtime {
+    fn new() -> ClientResult<Self> {
+        let owner = RuntimeOwner::plan(RuntimeConfig { thread_name: "interop".into(), ..Default::default() })
+            .map_err(|e| ClientError::internal("plan runtime", e))?
+            .build()
+            .map_err(|e| ClientError::internal("build runtime", e))?;
+        let telemetry =
+            rocketmq_observability::install_global(&rocketmq_observability::TelemetryBootstrapConfig::default())
+                .map_err(|e| ClientError::internal("telemetry", e))?;
+        let client = ClientRuntime::try_new(
+            owner.root_context().component("client"),
+            ClientRuntimeConfig::default(),
+            telemetry.handle(),
+        )?;
+        Ok(Runtime { owner, client, telemetry })
+    }
+
+    async fn shutdown(self) {
+        let _ = self.client.shutdown().await;
+        let _ = self.owner.shutdown_tasks().await;
+        let _ = self.owner.shutdown_background();
+        let _ = self.telemetry.shutdown();
+    }
+}
+
+fn client_config(ns: &str) -> ClientConfig {
+    ClientConfig { namesrv_addr: Some(ns.to_string().into()), vip_channel_enabled: false, ..Default::default() }
+}
+
+async fn admin(rt: &Runtime, ns: &str) -> Result<DefaultMQAdminExt, Failure> {
+    let mut admin = DefaultMQAdminExt::with_timeout(rt.client.clone(), Duration::from_secs(5));
+    admin.set_namesrv_addr(ns);
+    admin.start().await?;
+    Ok(admin)
+}
+
+/// Polls the topic's route until `want_present` holds or `secs` pass.
+async fn wait_route(admin: &DefaultMQAdminExt, topic: &str, want_present: bool, secs: u64) -> Result<(), Failure> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let route = admin.examine_topic_route_info(topic.to_string().into()).await;
+        let present = matches!(&route, Ok(Some(r)) if !r.queue_datas.is_empty() && !r.broker_datas.is_empty());
+        if present == want_present {
+            match route {
+                Ok(Some(r)) => println!(
+                    "route of {topic}: present, {} queue datas, {} broker datas: {:?}",
+                    r.queue_datas.len(),
+                    r.broker_datas.len(),
+                    r.queue_datas
+                ),
+                other => println!("route of {topic}: absent ({other:?})"),
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("route of {topic} still {} after {secs}s: {route:?}", if present { "present" } else { "absent" }).into());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn wait_broker(rt: &Runtime, ns: &str, broker: &str, secs: u64) -> Result<(), Failure> {
+    let admin = admin(rt, ns).await?;
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let info = admin.examine_broker_cluster_info().await;
+        let seen = matches!(&info, Ok(ci) if ci.broker_addr_table.as_ref().is_some_and(|t| t.keys().any(|k| k.as_str() == broker)));
+        if seen {
+            println!("cluster info lists {broker}: {info:?}");
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{broker} not registered after {secs}s: {info:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+struct Collect(Arc<Mutex<HashSet<String>>>);
+
+impl MessageListenerConcurrently for Collect {
+    fn consume_message(
+        &self,
+        msgs: &[&MessageExt],
+        _ctx: &ConsumeConcurrentlyContext,
+    ) -> ClientResult<ConsumeConcurrentlyStatus> {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for m in msgs {
+            if let Some(body) = m.body() {
+                seen.insert(String::from_utf8_lossy(&body).into_owned());
+            }
+        }
+        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+    }
+}
+
+async fn produce_consume(rt: &Runtime, ns: &str, topic: &str, count: usize) -> Result<(), Failure> {
+    let admin = admin(rt, ns).await?;
+    let mut producer =
+        DefaultMQProducer::builder(rt.client.clone()).client_config(client_config(ns)).producer_group("interop_producer").build();
+    producer.start().await?;
+    producer.create_topic("TBW102", topic, 4, HashMap::new()).await?;
+    println!("created {topic} through the broker");
+    wait_route(&admin, topic, true, 30).await?;
+
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let mut consumer = DefaultMQPushConsumer::builder(rt.client.clone())
+        .client_config(client_config(ns))
+        .consumer_group("interop_consumer")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .build();
+    consumer.subscribe(topic, "*").await?;
+    consumer.register_message_listener_concurrently(Collect(seen.clone()));
+    consumer.start().await?;
+
+    let mut sent = 0;
+    for i in 0..count {
+        let msg = Message::builder().topic(topic.to_string()).tags("interop").body(format!("message-{i}").into_bytes()).build_unchecked();
+        producer.send_with_timeout(msg, 10_000).await?;
+        sent += 1;
+    }
+    println!("sent {sent} messages to {topic}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let received = loop {
+        let n = seen.lock().unwrap_or_else(|p| p.into_inner()).len();
+        if n >= count || Instant::now() > deadline {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    println!("consumed {received} distinct messages of {count}");
+    if received != count {
+        return Err(format!("consumed {received} of {count} messages").into());
+    }
+    Ok(())
+}
+
+async fn auto_create(rt: &Runtime, ns: &str, topic: &str) -> Result<(), Failure> {
+    let admin = admin(rt, ns).await?;
+    let route_before = admin.examine_topic_route_info(topic.to_string().into()).await;
+    println!("route of {topic} before sending: {route_before:?}");
+    let mut producer =
+        DefaultMQProducer::builder(rt.client.clone()).client_config(client_config(ns)).producer_group("interop_auto").build();
+    producer.start().await?;
+    let msg = Message::builder().topic(topic.to_string()).body(b"auto".to_vec()).build_unchecked();
+    let result = producer.send_with_timeout(msg, 10_000).await?;
+    println!("sent to uncreated topic {topic}: {result:?}");
+    let outcome = wait_route(&admin, topic, true, 60).await;
+    producer.shutdown().await;
+    outcome
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let secs = |i: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(30u64);
+    let rt = match Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("FAIL: client runtime: {e}");
+            std::process::exit(2);
+        }
+    };
+    let outcome = match arg(0).as_str() {
+        "wait-broker" => wait_broker(&rt, &arg(1), &arg(2), secs(3)).await,
+        "produce-consume" => produce_consume(&rt, &arg(1), &arg(2), arg(3).parse().unwrap_or(1000)).await,
+        "auto-create" => auto_create(&rt, &arg(1), &arg(2)).await,
+        "route" => match admin(&rt, &arg(1)).await {
+            Ok(a) => wait_route(&a, &arg(2), arg(3) == "present", secs(4)).await,
+            Err(e) => Err(e),
+        },
+        other => Err(format!("unknown subcommand {other:?}").into()),
+    };
+    rt.shutdown().await;
+    match outcome {
+        Ok(()) => println!("PASS: {}", args.join(" ")),
+        Err(e) => {
+            println!("FAIL: {}: {e}", args.join(" "));
+            std::process::exit(1);
+        }
+    }
+}
