@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rocketmq_client_rust::{
     ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer,
-    MessageListenerConcurrently, TopicAdmin,
+    MessageListenerConcurrently, RouteAdmin, TopicAdmin,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;

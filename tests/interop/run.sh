@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Real RocketMQ software against rocketns: the rocketmq-rust broker (crates.io rocketmq-broker 1.0.0) registers
+# with rocketns, and a program built on rocketmq-client-rust 1.0.0 (tests/interop/client) creates a topic,
+# sends and consumes 1,000 messages, shows TBW102 auto-creation, and checks that rocketns drops the broker's
+# routes once the broker stops.
+#
+# The third-party binaries dial the machine's own interface address, so everything runs inside a private
+# network namespace that has only loopback (see ../shared/interop.md). Needs root (CI runs as root).
+# Installs what it needs from crates.io, skipping what is already installed at the right version.
+# ROCKETNS_INTEROP_CACHE (default ~/.cache/rocketns-interop) keeps the builds between runs.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
+NS_ADDR=127.0.0.1:9876
+
+ns_pid=""
+broker_pid=""
+
+inner() {
+    local work client broker_bin pass=0 fail=0
+    work=$(mktemp -d)
+    client="$CACHE/target/debug/rocketns-interop-client"
+    broker_bin=$(command -v rocketmq-broker-rust)
+    cleanup() {
+        [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null || true
+        [ -n "$ns_pid" ] && kill "$ns_pid" 2>/dev/null || true
+        wait 2>/dev/null || true
+    }
+    trap cleanup EXIT
+
+    check() {
+        local what=$1; shift
+        echo "--- $what"
+        local log="$work/client-$((pass + fail)).log"
+        # The client's own tracing goes to its log file; its findings (plain lines) are shown.
+        if HOME="$work" timeout 240 "$client" "$@" > "$log" 2>&1; then
+            grep -av $'^\e' "$log" | cut -c1-400 || true
+            pass=$((pass + 1))
+        else
+            grep -av $'^\e' "$log" | cut -c1-400 || true
+            echo "--- client log (tail)"; tail -n 30 "$log" | cut -c1-400
+            fail=$((fail + 1))
+            echo "interop check failed: $what"
+            echo "--- rocketns log (tail)"; tail -n 40 "$work/rocketns.log" || true
+            echo "--- broker log (tail)"; tail -n 40 "$work/broker.log" || true
+        fi
+    }
+
+    cat > "$work/namesrv.properties" <<PROPS
+bindAddress=127.0.0.1
+listenPort=9876
+kvConfigPath=$work/namesrv/kvConfig.json
+PROPS
+    RUST_LOG=info "$ROOT/target/debug/rocketns" -c "$work/namesrv.properties" > "$work/rocketns.log" 2>&1 &
+    ns_pid=$!
+    for _ in $(seq 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/9876) 2>/dev/null && break
+        sleep 0.1
+    done
+
+    mkdir -p "$work/store"
+    cat > "$work/broker.toml" <<TOML
+[broker]
+namesrvAddr = "$NS_ADDR"
+brokerIp1 = "127.0.0.1"
+listenPort = 10911
+storePathRootDir = "$work/store"
+autoCreateTopicEnable = true
+
+[broker.brokerServerConfig]
+bindAddress = "127.0.0.1"
+
+[broker.brokerIdentity]
+brokerName = "broker-a"
+brokerClusterName = "DefaultCluster"
+brokerId = 0
+
+[store]
+storeType = "LocalFile"
+brokerRole = "ASYNC_MASTER"
+storePathRootDir = "$work/store"
+haListenAddress = "127.0.0.1"
+haListenPort = 10912
+TOML
+    ROCKETMQ_HOME="$work" HOME="$work" "$broker_bin" -c "$work/broker.toml" -n "$NS_ADDR" > "$work/broker.log" 2>&1 &
+    broker_pid=$!
+
+    check "the broker registers (cluster info lists broker-a)" wait-broker "$NS_ADDR" broker-a 90
+    check "TBW102 is routed (registered by the broker with autoCreateTopicEnable)" route "$NS_ADDR" TBW102 present 30
+    check "create a topic through the broker, send and consume 1000 messages" produce-consume "$NS_ADDR" InteropTopic 1000
+    check "a producer sends to an uncreated topic via TBW102; its route appears" auto-create "$NS_ADDR" AutoCreatedTopic
+    echo "--- stopping the broker (SIGTERM)"
+    kill -TERM "$broker_pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$broker_pid" 2>/dev/null || true
+    broker_pid=""
+    check "rocketns drops the routes of the stopped broker" route "$NS_ADDR" InteropTopic absent 30
+    check "... including TBW102" route "$NS_ADDR" TBW102 absent 30
+    check "... and the auto-created topic" route "$NS_ADDR" AutoCreatedTopic absent 30
+    echo "interop: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+}
+
+if [ "${1:-}" = inner ]; then
+    inner
+    exit $?
+fi
+
+if [ "$(id -u)" != 0 ]; then
+    echo "interop: needs root for a private network namespace (unshare --net)" >&2
+    exit 1
+fi
+mkdir -p "$CACHE"
+if ! cargo install --list | grep -q '^rocketmq-broker v1\.0\.0:'; then
+    echo "interop: installing rocketmq-broker 1.0.0 from crates.io (about 8 minutes on 2 cores)"
+    CARGO_TARGET_DIR="$CACHE/target" cargo install rocketmq-broker@1.0.0 --locked
+fi
+echo "interop: building the client program"
+CARGO_TARGET_DIR="$CACHE/target" cargo build --locked --quiet --manifest-path "$ROOT/tests/interop/client/Cargo.toml"
+cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
+exec unshare --net -- bash -c 'ip link set lo up && exec "$0" inner' "${BASH_SOURCE[0]}"
