@@ -182,7 +182,8 @@ impl NamesrvConfig {
     /// Reads a `-c` file; like Java, that file then becomes `configStorePath`.
     pub fn load_file(path: &Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: origin.clone(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: origin.clone(), source })?;
         let mut config = NamesrvConfig::default();
         config.apply_properties(&text, &origin)?;
         config.config_store_path = origin;

@@ -98,7 +98,9 @@ async fn missing_topic_is_topic_not_exist_with_javas_remark() {
     assert_eq!(resp.code, 17);
     assert_eq!(
         resp.remark.as_deref(),
-        Some("No topic route info in name server for the topic: NoSuchTopic\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
+        Some(
+            "No topic route info in name server for the topic: NoSuchTopic\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+        )
     );
     assert!(resp.body.is_empty());
     let resp = c.request(request(105, &[])).await;
@@ -187,7 +189,10 @@ async fn undecodable_frames_close_only_their_connection() {
         ("unknown serialize type", vec![0, 0, 0, 6, 7, 0, 0, 2, b'{', b'}']),
         ("malformed JSON header", frame(b"{\"code\":", b"")),
         ("invalid UTF-8 JSON header", frame(b"{\"code\":105,\"remark\":\"\xff\xfe\"}", b"")),
-        ("binary header with remark past the end", vec![0, 0, 0, 25, 1, 0, 0, 21, 0, 105, 0, 1, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 99, 0, 0, 0, 0]),
+        (
+            "binary header with remark past the end",
+            vec![0, 0, 0, 25, 1, 0, 0, 21, 0, 105, 0, 1, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 99, 0, 0, 0, 0],
+        ),
     ];
     for (what, bytes) in cases {
         let mut bad = Client::connect(server.addr).await;

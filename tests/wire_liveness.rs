@@ -41,8 +41,12 @@ async fn heartbeats_keep_a_broker_alive() {
     let server = start_with(config()).await;
     let mut b = Client::connect(server.addr).await;
     register(&mut b, &broker(), dv(1), TOPICS).await;
-    let query = request(322, &[("clusterName", "c"), ("brokerAddr", "127.0.0.1:10911"), ("brokerName", "broker-a"), ("brokerId", "0")]);
-    let heartbeat = request(904, &[("clusterName", "c"), ("brokerAddr", "127.0.0.1:10911"), ("brokerName", "broker-a")]);
+    let query = request(
+        322,
+        &[("clusterName", "c"), ("brokerAddr", "127.0.0.1:10911"), ("brokerName", "broker-a"), ("brokerId", "0")],
+    );
+    let heartbeat =
+        request(904, &[("clusterName", "c"), ("brokerAddr", "127.0.0.1:10911"), ("brokerName", "broker-a")]);
     for i in 0..4 {
         tokio::time::sleep(Duration::from_secs(100)).await;
         let hb = if i % 2 == 0 { query.clone() } else { heartbeat.clone() };

@@ -12,11 +12,19 @@ const CLUSTER_INFO: &[u8] = include_bytes!("fixtures/cluster_info.json");
 
 /// RouteInfoManagerNewTest's fixture: acting master enabled on both members.
 fn master() -> Broker<'static> {
-    Broker { ha_addr: "127.0.0.1:20911", acting_master: Some(true), ..Broker::new("Default_Cluster", "Default_Broker", 0, "127.0.0.1:10911") }
+    Broker {
+        ha_addr: "127.0.0.1:20911",
+        acting_master: Some(true),
+        ..Broker::new("Default_Cluster", "Default_Broker", 0, "127.0.0.1:10911")
+    }
 }
 
 fn slave() -> Broker<'static> {
-    Broker { ha_addr: "127.0.0.1:40911", acting_master: Some(true), ..Broker::new("Default_Cluster", "Default_Broker", 1, "127.0.0.1:30911") }
+    Broker {
+        ha_addr: "127.0.0.1:40911",
+        acting_master: Some(true),
+        ..Broker::new("Default_Cluster", "Default_Broker", 1, "127.0.0.1:30911")
+    }
 }
 
 fn without_acting_master(b: Broker<'static>) -> Broker<'static> {
@@ -74,7 +82,10 @@ async fn switch_broker_role() {
     assert_eq!(addrs, vec![(1, "127.0.0.1:30911".into())]);
     // The slave comes back as master with a newer DataVersion.
     register(&mut c, &Broker { id: 0, ..s.clone() }, dv(2), TOPICS).await;
-    assert_eq!(broker_addrs(&route(&mut c, "TopicA").await.unwrap(), "Default_Broker"), vec![(0, "127.0.0.1:30911".into())]);
+    assert_eq!(
+        broker_addrs(&route(&mut c, "TopicA").await.unwrap(), "Default_Broker"),
+        vec![(0, "127.0.0.1:30911".into())]
+    );
     // The old master rejoins as a slave.
     register(&mut c, &Broker { id: 1, ..m }, dv(2), TOPICS).await;
     assert_eq!(
@@ -114,7 +125,11 @@ async fn master_leaving_stops_writes_only_with_acting_master() {
     for (acting, want_perm) in [(true, 4), (false, 6)] {
         let server = start().await;
         let mut c = Client::connect(server.addr).await;
-        let (m, s) = if acting { (master(), slave()) } else { (without_acting_master(master()), without_acting_master(slave())) };
+        let (m, s) = if acting {
+            (master(), slave())
+        } else {
+            (without_acting_master(master()), without_acting_master(slave()))
+        };
         register(&mut c, &m, dv(1), TOPICS).await;
         register(&mut c, &s, dv(1), TOPICS).await;
         c.request(unregister_request(&m)).await;
@@ -161,7 +176,10 @@ async fn two_broker_groups_and_batch_unregistration() {
     let b = Broker::new("Default_Cluster", "broker-b", 0, "127.0.0.1:10921");
     register(&mut c, &a, dv(1), &[("baseTopic", 8, 6), ("TopicA", 8, 6)]).await;
     let r = route(&mut c, "baseTopic").await.unwrap();
-    assert_eq!(r["queueDatas"], serde_json::json!([{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]));
+    assert_eq!(
+        r["queueDatas"],
+        serde_json::json!([{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}])
+    );
     register(&mut c, &b, dv(1), &[("baseTopic", 8, 6), ("TopicB", 8, 6)]).await;
     let r = route(&mut c, "baseTopic").await.unwrap();
     assert_eq!(r["brokerDatas"].as_array().unwrap().len(), 2);
@@ -305,8 +323,21 @@ async fn stale_state_version_is_ignored() {
     let usurper = Broker { addr: "127.0.0.1:50911", ..master() };
     let stale = DataVersion { state_version: 3, ..dv(9) };
     register(&mut c, &usurper, stale, TOPICS).await;
-    assert_eq!(broker_addrs(&route(&mut c, "TopicA").await.unwrap(), "Default_Broker"), vec![(0, "127.0.0.1:10911".into())]);
-    let q = c.request(request(322, &[("clusterName", "Default_Cluster"), ("brokerAddr", "127.0.0.1:50911"), ("brokerName", "Default_Broker"), ("brokerId", "0")])).await;
+    assert_eq!(
+        broker_addrs(&route(&mut c, "TopicA").await.unwrap(), "Default_Broker"),
+        vec![(0, "127.0.0.1:10911".into())]
+    );
+    let q = c
+        .request(request(
+            322,
+            &[
+                ("clusterName", "Default_Cluster"),
+                ("brokerAddr", "127.0.0.1:50911"),
+                ("brokerName", "Default_Broker"),
+                ("brokerId", "0"),
+            ],
+        ))
+        .await;
     assert_eq!(q.ext("changed"), Some("true"), "the rejected address is not live");
 }
 
@@ -317,9 +348,16 @@ async fn master_change_from_slave_and_unregister_by_id() {
     let mut c = Client::connect(server.addr).await;
     let ids = [(0, "cluster-broker-0:0"), (1, "cluster-broker-0:1"), (2, "cluster-broker-0:2")];
     for (id, addr) in ids {
-        register(&mut c, &Broker::new("cluster", "broker-0", id, addr), dv(1), &[("topic-0", 8, 6), ("topic-1", 8, 6)]).await;
+        register(&mut c, &Broker::new("cluster", "broker-0", id, addr), dv(1), &[("topic-0", 8, 6), ("topic-1", 8, 6)])
+            .await;
     }
-    register(&mut c, &Broker::new("cluster", "broker-0", 0, "cluster-broker-0:1"), dv(2), &[("topic-0", 8, 6), ("topic-1", 8, 6)]).await;
+    register(
+        &mut c,
+        &Broker::new("cluster", "broker-0", 0, "cluster-broker-0:1"),
+        dv(2),
+        &[("topic-0", 8, 6), ("topic-1", 8, 6)],
+    )
+    .await;
     let r = route(&mut c, "topic-0").await.unwrap();
     assert_eq!(broker_addrs(&r, "broker-0"), vec![(0, "cluster-broker-0:1".into()), (2, "cluster-broker-0:2".into())]);
     c.request(unregister_request(&Broker::new("cluster", "broker-0", 2, "cluster-broker-0:2"))).await;
@@ -341,13 +379,17 @@ async fn static_register_fixture() {
     let names = ["broker-0", "broker-1", "broker-2"];
     let topic_names: Vec<String> = (0..10).map(|i| format!("topic-{i}")).collect();
     let topics: Vec<(&str, i32, i32)> = topic_names.iter().map(|t| (t.as_str(), 8, 6)).collect();
-    let addrs: Vec<Vec<String>> = names.iter().map(|n| (0..3).map(|id| format!("cluster-{n}:{id}")).collect()).collect();
+    let addrs: Vec<Vec<String>> =
+        names.iter().map(|n| (0..3).map(|id| format!("cluster-{n}:{id}")).collect()).collect();
     for (n, name) in names.iter().enumerate() {
         for id in 0..3 {
             register(&mut c, &Broker::new("cluster", name, id, &addrs[n][id as usize]), dv(1), &topics).await;
         }
     }
-    let info: serde_json::Value = serde_json::from_slice(&rocketns::protocol::lenient::quote_bare_keys(&c.request(request(106, &[])).await.body).unwrap()).unwrap();
+    let info: serde_json::Value = serde_json::from_slice(
+        &rocketns::protocol::lenient::quote_bare_keys(&c.request(request(106, &[])).await.body).unwrap(),
+    )
+    .unwrap();
     assert_eq!(info["clusterAddrTable"], serde_json::json!({"cluster": names}));
     let list: serde_json::Value = serde_json::from_slice(&c.request(request(206, &[])).await.body).unwrap();
     let mut sorted = topic_names.clone();
@@ -362,7 +404,15 @@ async fn static_register_fixture() {
             assert_eq!(broker_addrs(&r, name), want);
         }
         for q in r["queueDatas"].as_array().unwrap() {
-            assert_eq!((q["readQueueNums"].as_i64(), q["writeQueueNums"].as_i64(), q["perm"].as_i64(), q["topicSysFlag"].as_i64()), (Some(8), Some(8), Some(6), Some(0)));
+            assert_eq!(
+                (
+                    q["readQueueNums"].as_i64(),
+                    q["writeQueueNums"].as_i64(),
+                    q["perm"].as_i64(),
+                    q["topicSysFlag"].as_i64()
+                ),
+                (Some(8), Some(8), Some(6), Some(0))
+            );
         }
     }
 }
@@ -398,7 +448,13 @@ async fn crc_is_checked_unless_zero() {
 #[tokio::test]
 async fn compressed_registration() {
     use rocketns::protocol::TopicConfig;
-    let topic = |n: &str| TopicConfig { topic_name: Some(n.into()), read_queue_nums: 4, write_queue_nums: 4, perm: 6, topic_sys_flag: 0 };
+    let topic = |n: &str| TopicConfig {
+        topic_name: Some(n.into()),
+        read_queue_nums: 4,
+        write_queue_nums: 4,
+        perm: 6,
+        topic_sys_flag: 0,
+    };
     let body = rocketns::protocol::register_body::encode_compressed(&dv(1), &[topic("TopicTest"), topic("T2")], &[]);
     for compressed in ["true", "false"] {
         let server = start().await;
@@ -418,11 +474,37 @@ async fn bad_registrations_get_clear_errors_and_change_nothing() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
     register(&mut c, &master(), dv(1), TOPICS).await;
-    let cases: Vec<(&str, Box<dyn Fn(&mut rocketns::remoting::RemotingCommand)>, &str)> = vec![
-        ("no brokerId", Box::new(|r| { r.ext_fields = Some(ext(&[("brokerName", "x"), ("brokerAddr", "1.1.1.1:1"), ("clusterName", "c")])); }), "missing header field brokerId"),
-        ("brokerId not a number", Box::new(|r| { r.ext_fields.as_mut().unwrap().insert("brokerId", "abc"); }), "header field brokerId has an invalid value \"abc\""),
-        ("no clusterName", Box::new(|r| { r.ext_fields = Some(ext(&[("brokerName", "x"), ("brokerAddr", "1.1.1.1:1"), ("brokerId", "0")])); }), "missing header field clusterName"),
-        ("garbage body", Box::new(|r| { r.body = Bytes::from_static(b"{not json"); r.ext_fields.as_mut().unwrap().insert("bodyCrc32", "0"); }), "invalid registration body JSON"),
+    type Mutate = Box<dyn Fn(&mut rocketns::remoting::RemotingCommand)>;
+    let cases: Vec<(&str, Mutate, &str)> = vec![
+        (
+            "no brokerId",
+            Box::new(|r| {
+                r.ext_fields = Some(ext(&[("brokerName", "x"), ("brokerAddr", "1.1.1.1:1"), ("clusterName", "c")]));
+            }),
+            "missing header field brokerId",
+        ),
+        (
+            "brokerId not a number",
+            Box::new(|r| {
+                r.ext_fields.as_mut().unwrap().insert("brokerId", "abc");
+            }),
+            "header field brokerId has an invalid value \"abc\"",
+        ),
+        (
+            "no clusterName",
+            Box::new(|r| {
+                r.ext_fields = Some(ext(&[("brokerName", "x"), ("brokerAddr", "1.1.1.1:1"), ("brokerId", "0")]));
+            }),
+            "missing header field clusterName",
+        ),
+        (
+            "garbage body",
+            Box::new(|r| {
+                r.body = Bytes::from_static(b"{not json");
+                r.ext_fields.as_mut().unwrap().insert("bodyCrc32", "0");
+            }),
+            "invalid registration body JSON",
+        ),
     ];
     for (what, mutate, remark) in cases {
         let mut r = register_request(&Broker::new("c", "x", 0, "1.1.1.1:1"), dv(1), TOPICS);
@@ -443,7 +525,15 @@ async fn query_data_version() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
     let query = |cluster: &str, body: Option<DataVersion>| {
-        let mut r = request(322, &[("clusterName", cluster), ("brokerAddr", "127.0.0.1:10911"), ("brokerName", "Default_Broker"), ("brokerId", "0")]);
+        let mut r = request(
+            322,
+            &[
+                ("clusterName", cluster),
+                ("brokerAddr", "127.0.0.1:10911"),
+                ("brokerName", "Default_Broker"),
+                ("brokerId", "0"),
+            ],
+        );
         if let Some(dv) = body {
             r.body = Bytes::from(dv.to_json());
         }
@@ -456,7 +546,10 @@ async fn query_data_version() {
     let resp = c.request(query("Default_Cluster", Some(dv(1)))).await;
     assert_eq!(resp.ext("changed"), Some("false"));
     assert_eq!(&resp.body[..], br#"{"counter":1,"stateVersion":0,"timestamp":1700000000000}"#);
-    assert_eq!(c.request(query("Default_Cluster", Some(DataVersion { timestamp: 1, ..dv(1) }))).await.ext("changed"), Some("true"));
+    assert_eq!(
+        c.request(query("Default_Cluster", Some(DataVersion { timestamp: 1, ..dv(1) }))).await.ext("changed"),
+        Some("true")
+    );
     assert_eq!(c.request(query("Default_Cluster", Some(dv(2)))).await.ext("changed"), Some("true"));
     // The same address in a second cluster keeps its own DataVersion.
     register(&mut c, &Broker { cluster: "Default_Cluster_1", ..master() }, dv(7), TOPICS).await;
@@ -481,7 +574,16 @@ async fn request_processor_cases() {
     let mut c = Client::connect(server.addr).await;
     let hb = request(904, &[("clusterName", "c"), ("brokerAddr", "a"), ("brokerName", "b")]);
     assert_eq!(c.request(hb).await.code, 0);
-    let mut old = request(103, &[("brokerName", "broker"), ("brokerAddr", "10.10.1.1"), ("clusterName", "cluster"), ("brokerId", "2333"), ("haServerAddr", "10.10.1.2")]);
+    let mut old = request(
+        103,
+        &[
+            ("brokerName", "broker"),
+            ("brokerAddr", "10.10.1.1"),
+            ("clusterName", "cluster"),
+            ("brokerId", "2333"),
+            ("haServerAddr", "10.10.1.2"),
+        ],
+    );
     old.version = 0;
     old.body = Bytes::from_static(br#"{"dataVersion":{"counter":1,"timestamp":1},"topicConfigTable":{}}"#);
     assert_eq!(c.request(old).await.code, 0);

@@ -22,11 +22,7 @@ impl<'de> Visitor<'de> for NumberVisitor {
         i64::try_from(v).map(Some).map_err(|_| E::custom("integer out of range"))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        if v.fract() == 0.0 && v.abs() < 9.2e18 {
-            Ok(Some(v as i64))
-        } else {
-            Err(E::custom("not an integer"))
-        }
+        if v.fract() == 0.0 && v.abs() < 9.2e18 { Ok(Some(v as i64)) } else { Err(E::custom("not an integer")) }
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         parse_java_long(v).map(Some).ok_or_else(|| E::custom(format!("not an integer: {v:?}")))
@@ -184,7 +180,7 @@ pub fn quote_bare_keys(text: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Parses JSON as fastjson would accept it: strict first, then once more with bare keys quoted.
-pub fn from_fastjson_slice<'a, T: serde::de::DeserializeOwned>(text: &'a [u8]) -> serde_json::Result<T> {
+pub fn from_fastjson_slice<T: serde::de::DeserializeOwned>(text: &[u8]) -> serde_json::Result<T> {
     match serde_json::from_slice(text) {
         Ok(v) => Ok(v),
         Err(first) => match quote_bare_keys(text) {

@@ -175,8 +175,8 @@ fn decode_compressed(body: &[u8], _version: i32) -> Result<RegisterBrokerBody, B
         return Err(BodyError::TooLarge);
     }
     let mut cur = Cursor { data: &inflated };
-    let data_version =
-        DataVersion::parse(cur.chunk("dataVersion")?).map_err(|e| BodyError::Compressed(format!("dataVersion: {e}")))?;
+    let data_version = DataVersion::parse(cur.chunk("dataVersion")?)
+        .map_err(|e| BodyError::Compressed(format!("dataVersion: {e}")))?;
     let count = cur.int("topic count")?;
     if count < 0 {
         return Err(BodyError::Compressed(format!("negative topic count {count}")));
@@ -260,7 +260,8 @@ mod tests {
 
     #[test]
     fn bare_wrapper_for_old_versions() {
-        let body = br#"{"dataVersion":{"counter":3,"timestamp":1700000000000},"topicConfigTable":{"T":{"topicName":"T"}}}"#;
+        let body =
+            br#"{"dataVersion":{"counter":3,"timestamp":1700000000000},"topicConfigTable":{"T":{"topicName":"T"}}}"#;
         let b = RegisterBrokerBody::decode(body, false, 0).unwrap();
         assert_eq!(b.data_version.counter, 3);
         assert_eq!(b.topic_configs[0].read_queue_nums, 16);

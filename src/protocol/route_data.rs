@@ -168,7 +168,13 @@ mod tests {
     }
 
     fn queue() -> QueueData {
-        QueueData { broker_name: "broker-a".into(), read_queue_nums: 8, write_queue_nums: 8, perm: 6, topic_sys_flag: 0 }
+        QueueData {
+            broker_name: "broker-a".into(),
+            read_queue_nums: 8,
+            write_queue_nums: 8,
+            perm: 6,
+            topic_sys_flag: 0,
+        }
     }
 
     /// fastjson 1.2.83 output recorded in protocol.md §3.1.

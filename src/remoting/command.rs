@@ -295,9 +295,8 @@ mod tests {
             r#"{"code":0,"flag":1,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}"#
         );
         let mut with_hdr = response(3);
-        with_hdr.ext_fields = Some(
-            [("masterAddr", "192.168.0.1:10911"), ("haServerAddr", "192.168.0.1:10912")].into_iter().collect(),
-        );
+        with_hdr.ext_fields =
+            Some([("masterAddr", "192.168.0.1:10911"), ("haServerAddr", "192.168.0.1:10912")].into_iter().collect());
         let mut out = Vec::new();
         with_hdr.write_json_header(&mut out);
         assert_eq!(

@@ -146,10 +146,7 @@ mod tests {
     fn rejects_bad_lengths_before_buffering() {
         assert_eq!(decode_all(&[0xff, 0xff, 0xff, 0xff], 1024).unwrap_err(), FrameError::TooShort(-1));
         assert_eq!(decode_all(&[0, 0, 0, 3], 1024).unwrap_err(), FrameError::TooShort(3));
-        assert_eq!(
-            decode_all(&[0, 0, 4, 0], 1024).unwrap_err(),
-            FrameError::TooLong { len: 1024, max: 1024 }
-        );
+        assert_eq!(decode_all(&[0, 0, 4, 0], 1024).unwrap_err(), FrameError::TooLong { len: 1024, max: 1024 });
         assert_eq!(
             decode_all(&[0, 0, 0, 8, 0, 0, 0, 5], 1024).unwrap_err(),
             FrameError::HeaderPastFrame { header: 5, frame: 8 }

@@ -160,9 +160,8 @@ impl<'a> RouteBuilder<'a> {
         // 2-3. The broker group, created on first sight; zone and acting-master flag follow every registration.
         let existing = self.next.brokers.get(&r.broker_name).cloned();
         let mut register_first = existing.is_none();
-        let mut data = existing
-            .map(|b| (*b).clone())
-            .unwrap_or_else(|| BrokerData::new(r.cluster.clone(), r.broker_name.clone()));
+        let mut data =
+            existing.map(|b| (*b).clone()).unwrap_or_else(|| BrokerData::new(r.cluster.clone(), r.broker_name.clone()));
         let old_version_broker = r.enable_acting_master.is_none();
         data.enable_acting_master = !old_version_broker && r.enable_acting_master == Some(true);
         data.zone_name = r.zone_name.clone();
@@ -197,7 +196,8 @@ impl<'a> RouteBuilder<'a> {
         if is_master || is_prime_slave {
             let version_changed = self.live.is_data_version_changed(&live_key, Some(&r.body.data_version));
             if self.config.delete_topic_with_broker_registration {
-                let listed: HashSet<&str> = r.body.topic_configs.iter().filter_map(|t| t.topic_name.as_deref()).collect();
+                let listed: HashSet<&str> =
+                    r.body.topic_configs.iter().filter_map(|t| t.topic_name.as_deref()).collect();
                 for topic in self.topics_of(&r.broker_name) {
                     if !listed.contains(&*topic) {
                         self.remove_queue_data(&topic, &r.broker_name);
@@ -209,8 +209,7 @@ impl<'a> RouteBuilder<'a> {
                     tracing::warn!(broker = %r.broker_addr, "topic config without topicName ignored");
                     continue;
                 };
-                let missing =
-                    self.next.topics.get(topic).is_none_or(|t| t.queue_data(&r.broker_name).is_none());
+                let missing = self.next.topics.get(topic).is_none_or(|t| t.queue_data(&r.broker_name).is_none());
                 if register_first || version_changed || missing {
                     let mut perm = tc.perm;
                     if is_prime_slave && acting_master {
@@ -376,8 +375,12 @@ fn encode_route(snapshot: &RouteSnapshot, queue_datas: &[QueueData]) -> Option<E
     }
     filter_servers.sort_by(|a, b| a.0.cmp(b.0));
     let queues: Vec<&QueueData> = queue_datas.iter().collect();
-    let parts =
-        TopicRouteParts { broker_datas: &brokers, filter_servers: &filter_servers, order_topic_conf: None, queue_datas: &queues };
+    let parts = TopicRouteParts {
+        broker_datas: &brokers,
+        filter_servers: &filter_servers,
+        order_topic_conf: None,
+        queue_datas: &queues,
+    };
     Some(EncodedRoute {
         fastjson: parts.encode(JsonStyle::Fastjson).into(),
         standard: parts.encode(JsonStyle::Standard).into(),

@@ -25,11 +25,18 @@ const MAX_BATCH: usize = 4096;
 pub enum RouteMutation {
     Register(Box<BrokerRegistration>, oneshot::Sender<Result<RegisterResult, RegisterError>>),
     Unregister(UnregisterRequest),
-    RegisterTopic { topic: String, queue_datas: Vec<QueueData>, done: oneshot::Sender<()> },
+    RegisterTopic {
+        topic: String,
+        queue_datas: Vec<QueueData>,
+        done: oneshot::Sender<()>,
+    },
     /// The connection closed: brokers that last registered over it are removed.
     ConnectionClosed(ConnId),
     /// The scan found this broker silent; removed if it still is at `now`.
-    Expire { key: BrokerAddrKey, now: Instant },
+    Expire {
+        key: BrokerAddrKey,
+        now: Instant,
+    },
 }
 
 /// What handlers hold to read routes and submit changes.

@@ -196,10 +196,7 @@ pub fn register_request(b: &Broker<'_>, dv: DataVersion, topics: &[(&str, i32, i
 
 pub fn unregister_request(b: &Broker<'_>) -> RemotingCommand {
     let id = b.id.to_string();
-    request(
-        104,
-        &[("brokerAddr", b.addr), ("brokerId", &id), ("brokerName", b.name), ("clusterName", b.cluster)],
-    )
+    request(104, &[("brokerAddr", b.addr), ("brokerId", &id), ("brokerName", b.name), ("clusterName", b.cluster)])
 }
 
 /// Registers and asserts SUCCESS; returns the reply.

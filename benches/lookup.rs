@@ -1,0 +1,88 @@
+//! The route lookup path: what GET_ROUTEINFO_BY_TOPIC costs once a request is off the socket.
+//!
+//! - `snapshot_lookup`: snapshot load, one map lookup, a refcount on the shared body;
+//! - `get_routeinfo_request`: the real handler behind a decoded JSON request, as the connection calls it,
+//!   plus writing the reply head (prefix and header) the way the connection does.
+//!
+//! The table: 4 brokers (master + slave each) × 1000 topics, like the comparison load of the perf issue.
+
+use std::cell::RefCell;
+use std::hint::black_box;
+
+use bytes::BytesMut;
+use criterion::{Criterion, criterion_group, criterion_main};
+use rocketns::json::JsonStyle;
+use rocketns::processor::Processor;
+use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
+use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
+use rocketns::route::{BrokerRegistration, RouteConfig, RouteHandle, route_table};
+use rocketns::NamesrvConfig;
+
+const BROKERS: usize = 4;
+const TOPICS: usize = 1000;
+
+async fn populated_table() -> RouteHandle {
+    let (handle, writer) = route_table(RouteConfig::default(), 1024);
+    tokio::spawn(writer.run());
+    let topic_configs: Vec<TopicConfig> = (0..TOPICS)
+        .map(|i| TopicConfig {
+            topic_name: Some(format!("topic-{i}")),
+            read_queue_nums: 8,
+            write_queue_nums: 8,
+            perm: 6,
+            topic_sys_flag: 0,
+        })
+        .collect();
+    for b in 0..BROKERS {
+        for id in 0..2 {
+            let r = BrokerRegistration {
+                cluster: "DefaultCluster".into(),
+                broker_addr: format!("10.0.0.{b}:{}", 10911 + id).into(),
+                broker_name: format!("broker-{b}").into(),
+                broker_id: id,
+                ha_server_addr: "".into(),
+                zone_name: None,
+                heartbeat_timeout: None,
+                enable_acting_master: Some(false),
+                body: RegisterBrokerBody {
+                    data_version: DataVersion { counter: 1, ..Default::default() },
+                    topic_configs: topic_configs.clone(),
+                    filter_server_list: Some(vec![]),
+                },
+                conn_id: 1,
+                now: tokio::time::Instant::now(),
+            };
+            handle.register(r).await.expect("writer running").expect("registered");
+        }
+    }
+    handle
+}
+
+fn lookup(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let handle = rt.block_on(populated_table());
+    let processor = Processor::new(handle.clone(), std::sync::Arc::new(NamesrvConfig::default()));
+
+    c.bench_function("snapshot_lookup", |b| {
+        b.iter(|| {
+            let snapshot = handle.snapshot.load();
+            black_box(snapshot.route_body(black_box("topic-517"), JsonStyle::Standard))
+        })
+    });
+
+    let request = RemotingCommand::request(105, ExtFields::from_iter([("topic", "topic-517")]));
+    // Reused like a connection's write buffer.
+    let out = RefCell::new(BytesMut::with_capacity(64 * 1024));
+    c.bench_function("get_routeinfo_request", |b| {
+        b.to_async(&rt).iter(|| async {
+            let resp = processor.process(&request, 1).await;
+            let mut out = out.borrow_mut();
+            out.clear();
+            resp.encode_head(SerializeType::Json, &mut out);
+            black_box((resp.body.len(), out.len()))
+        })
+    });
+}
+
+criterion_group!(benches, lookup);
+criterion_main!(benches);
