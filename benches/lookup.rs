@@ -11,12 +11,12 @@ use std::hint::black_box;
 
 use bytes::BytesMut;
 use criterion::{Criterion, criterion_group, criterion_main};
+use rocketns::NamesrvConfig;
 use rocketns::json::JsonStyle;
 use rocketns::processor::Processor;
 use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
 use rocketns::route::{BrokerRegistration, RouteConfig, RouteHandle, route_table};
-use rocketns::NamesrvConfig;
 
 const BROKERS: usize = 4;
 const TOPICS: usize = 1000;

@@ -87,7 +87,11 @@ async fn wait_route(admin: &DefaultMQAdminExt, topic: &str, want_present: bool, 
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("route of {topic} still {} after {secs}s: {route:?}", if present { "present" } else { "absent" }).into());
+            return Err(format!(
+                "route of {topic} still {} after {secs}s: {route:?}",
+                if present { "present" } else { "absent" }
+            )
+            .into());
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -130,8 +134,10 @@ impl MessageListenerConcurrently for Collect {
 
 async fn produce_consume(rt: &Runtime, ns: &str, topic: &str, count: usize) -> Result<(), Failure> {
     let admin = admin(rt, ns).await?;
-    let mut producer =
-        DefaultMQProducer::builder(rt.client.clone()).client_config(client_config(ns)).producer_group("interop_producer").build();
+    let mut producer = DefaultMQProducer::builder(rt.client.clone())
+        .client_config(client_config(ns))
+        .producer_group("interop_producer")
+        .build();
     producer.start().await?;
     producer.create_topic("TBW102", topic, 4, HashMap::new()).await?;
     println!("created {topic} through the broker");
@@ -149,7 +155,11 @@ async fn produce_consume(rt: &Runtime, ns: &str, topic: &str, count: usize) -> R
 
     let mut sent = 0;
     for i in 0..count {
-        let msg = Message::builder().topic(topic.to_string()).tags("interop").body(format!("message-{i}").into_bytes()).build_unchecked();
+        let msg = Message::builder()
+            .topic(topic.to_string())
+            .tags("interop")
+            .body(format!("message-{i}").into_bytes())
+            .build_unchecked();
         producer.send_with_timeout(msg, 10_000).await?;
         sent += 1;
     }
@@ -175,8 +185,10 @@ async fn auto_create(rt: &Runtime, ns: &str, topic: &str) -> Result<(), Failure>
     let admin = admin(rt, ns).await?;
     let route_before = admin.examine_topic_route_info(topic.to_string().into()).await;
     println!("route of {topic} before sending: {route_before:?}");
-    let mut producer =
-        DefaultMQProducer::builder(rt.client.clone()).client_config(client_config(ns)).producer_group("interop_auto").build();
+    let mut producer = DefaultMQProducer::builder(rt.client.clone())
+        .client_config(client_config(ns))
+        .producer_group("interop_auto")
+        .build();
     producer.start().await?;
     let msg = Message::builder().topic(topic.to_string()).body(b"auto".to_vec()).build_unchecked();
     let result = producer.send_with_timeout(msg, 10_000).await?;
