@@ -158,6 +158,10 @@ namesrv_config! {
     enable_shutdown_gracefully: bool = false => "enableShutdownGracefully",
     shutdown_wait_time_seconds: i32 = 30 => "shutdownWaitTimeSeconds",
     use_epoll_native_selector: bool = false => "useEpollNativeSelector",
+    /// Header encoding of replies, `JSON` (what every client reads, and the only one the C++ client reads) or
+    /// `ROCKETMQ`; Java's `rocketmq.serialize.type`. The environment variable `ROCKETMQ_SERIALIZE_TYPE`
+    /// sets the default, as for Java.
+    serialize_type: String = std::env::var("ROCKETMQ_SERIALIZE_TYPE").unwrap_or_else(|_| "JSON".into()) => "serializeType",
     /// Largest frame accepted, 4-byte prefix included (Java's `com.rocketmq.remoting.frameMaxLength`).
     frame_max_length: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "frameMaxLength",
 }
@@ -179,6 +183,25 @@ impl NamesrvConfig {
         Ok(unknown)
     }
 
+    /// Checks what the key-by-key parse cannot: values that must be one of a few words.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !matches!(self.serialize_type.as_str(), "JSON" | "ROCKETMQ") {
+            return Err(ConfigError::InvalidValue {
+                key: "serializeType".into(),
+                value: self.serialize_type.clone(),
+                expected: "JSON or ROCKETMQ",
+            });
+        }
+        Ok(())
+    }
+
+    pub fn reply_serialize_type(&self) -> crate::remoting::SerializeType {
+        match self.serialize_type.as_str() {
+            "ROCKETMQ" => crate::remoting::SerializeType::RocketMq,
+            _ => crate::remoting::SerializeType::Json,
+        }
+    }
+
     /// Reads a `-c` file; like Java, that file then becomes `configStorePath`.
     pub fn load_file(path: &Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
@@ -187,6 +210,7 @@ impl NamesrvConfig {
         let mut config = NamesrvConfig::default();
         config.apply_properties(&text, &origin)?;
         config.config_store_path = origin;
+        config.validate()?;
         Ok(config)
     }
 

@@ -16,24 +16,25 @@ use crate::processor::Processor;
 use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
 use crate::route::ConnId;
 
-/// Bodies up to this size are copied next to their header; larger ones are written from where they are.
-const INLINE_BODY_MAX: usize = 512;
 /// At most this many buffers go into one vectored write.
 const MAX_IOVECS: usize = 64;
 
-/// Replies waiting to be written.
-#[derive(Default)]
+/// Replies waiting to be written: headers are encoded into `scratch`, bodies stay where they are (a route
+/// body is the snapshot's own buffer) and go out as their own slice of the vectored write.
 struct OutQueue {
+    serialize_type: SerializeType,
     chunks: VecDeque<Bytes>,
     scratch: BytesMut,
 }
 
 impl OutQueue {
+    fn new(serialize_type: SerializeType) -> Self {
+        OutQueue { serialize_type, chunks: VecDeque::new(), scratch: BytesMut::new() }
+    }
+
     fn push(&mut self, resp: &RemotingCommand) {
-        resp.encode_head(SerializeType::Json, &mut self.scratch);
-        if resp.body.len() <= INLINE_BODY_MAX {
-            self.scratch.extend_from_slice(&resp.body);
-        } else {
+        resp.encode_head(self.serialize_type, &mut self.scratch);
+        if !resp.body.is_empty() {
             self.chunks.push_back(self.scratch.split().freeze());
             self.chunks.push_back(resp.body.clone());
         }
@@ -84,7 +85,7 @@ impl Connection {
     /// cannot be decoded (which closes only this connection, as in Java).
     pub async fn run(mut self) {
         let mut read_buf = BytesMut::with_capacity(8 * 1024);
-        let mut out = OutQueue::default();
+        let mut out = OutQueue::new(self.processor.config.reply_serialize_type());
         loop {
             loop {
                 let frame = match self.decoder.decode(&mut read_buf) {

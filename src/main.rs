@@ -26,7 +26,9 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs go to stderr, so that `-p` output stays clean on stdout.
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -42,6 +44,10 @@ fn main() -> ExitCode {
         },
         None => NamesrvConfig::default(),
     };
+    if let Err(e) = config.validate() {
+        eprintln!("rocketns: {e}");
+        return ExitCode::FAILURE;
+    }
     if cli.print_config {
         print!("{}", config.to_properties_text());
         return ExitCode::SUCCESS;
@@ -54,6 +60,14 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        let signals = match ShutdownSignals::install() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("rocketns: cannot install signal handlers: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let serialize_type = config.serialize_type.clone();
         let server = match NameServer::bind(config).await {
             Ok(s) => s,
             Err(e) => {
@@ -62,33 +76,30 @@ fn main() -> ExitCode {
             }
         };
         let addr = server.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!("The Name Server boot success. serializeType=JSON, address {addr}");
-        server.run(shutdown_signal()).await;
+        tracing::info!("The Name Server boot success. serializeType={}, address {addr}", serialize_type);
+        server.run(signals.recv()).await;
         tracing::info!("The Name Server stopped");
         ExitCode::SUCCESS
     })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
+/// Listens for SIGINT and SIGTERM from the moment it is created, so a signal sent right after the boot line
+/// is never missed.
+struct ShutdownSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> std::io::Result<Self> {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {},
-                    _ = term.recv() => {},
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
+        Ok(ShutdownSignals { interrupt: signal(SignalKind::interrupt())?, terminate: signal(SignalKind::terminate())? })
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+
+    async fn recv(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => tracing::info!("SIGINT received, stopping"),
+            _ = self.terminate.recv() => tracing::info!("SIGTERM received, stopping"),
+        }
     }
 }

@@ -217,3 +217,22 @@ async fn frame_cap_is_configurable() {
     let mut c = Client::connect(server.addr).await;
     assert_eq!(c.request(request(106, &[])).await.code, 0);
 }
+
+/// With `serializeType=ROCKETMQ` (Java's `rocketmq.serialize.type`) replies use the binary header: the
+/// 21-byte success header of protocol.md §1.4, then the body.
+#[tokio::test]
+async fn rocketmq_binary_replies_when_configured() {
+    let mut config = test_config();
+    config.serialize_type = "ROCKETMQ".into();
+    let server = start_with(config).await;
+    let mut c = Client::connect(server.addr).await;
+    register_topic_test(&mut c).await;
+    c.send_raw(&frame(REQUEST_HEADER, b"")).await;
+    let reply = c.read_frame_bytes().await.expect("reply");
+    let header: [u8; 21] = [0, 0, 0, 0x01, 0xdf, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut want = ((4 + header.len() + ROUTE_STANDARD.len()) as u32).to_be_bytes().to_vec();
+    want.extend_from_slice(&(0x0100_0000u32 | header.len() as u32).to_be_bytes());
+    want.extend_from_slice(&header);
+    want.extend_from_slice(ROUTE_STANDARD);
+    assert_eq!(&reply[..], &want[..]);
+}

@@ -158,3 +158,73 @@ fn unregister_by_address(builder: &mut RouteBuilder<'_>, live: &BrokerLiveTable,
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
+
+    fn registration(name: &str) -> BrokerRegistration {
+        BrokerRegistration {
+            cluster: "c".into(),
+            broker_addr: format!("{name}:1").into(),
+            broker_name: name.into(),
+            broker_id: 0,
+            ha_server_addr: "".into(),
+            zone_name: None,
+            heartbeat_timeout: None,
+            enable_acting_master: Some(false),
+            body: RegisterBrokerBody {
+                data_version: DataVersion::default(),
+                topic_configs: ["a", "b"]
+                    .iter()
+                    .map(|t| TopicConfig {
+                        topic_name: Some(format!("{name}-{t}")),
+                        read_queue_nums: 4,
+                        write_queue_nums: 4,
+                        perm: 6,
+                        topic_sys_flag: 0,
+                    })
+                    .collect(),
+                filter_server_list: None,
+            },
+            conn_id: 1,
+            now: Instant::now(),
+        }
+    }
+
+    /// Mutations waiting together become one snapshot, and every registration is answered after it is visible.
+    #[tokio::test]
+    async fn queued_mutations_are_published_as_one_snapshot() {
+        let (handle, writer) = route_table(RouteConfig::default(), 64);
+        let mut replies = Vec::new();
+        for i in 0..10 {
+            let (tx, rx) = oneshot::channel();
+            handle.submit(RouteMutation::Register(Box::new(registration(&format!("b{i}"))), tx)).await.unwrap();
+            replies.push(rx);
+        }
+        tokio::spawn(writer.run());
+        for rx in replies {
+            assert!(rx.await.unwrap().is_ok());
+        }
+        let snapshot = handle.snapshot.load();
+        assert_eq!(snapshot.version, 1, "ten registrations, one publish");
+        assert_eq!(snapshot.topics.len(), 20);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_without_waiting() {
+        let (handle, _writer) = route_table(RouteConfig::default(), 2);
+        let unregister = || {
+            RouteMutation::Unregister(UnregisterRequest {
+                cluster: "c".into(),
+                broker_addr: "a:1".into(),
+                broker_name: "b".into(),
+                broker_id: 0,
+            })
+        };
+        assert!(handle.try_submit(unregister()).is_ok());
+        assert!(handle.try_submit(unregister()).is_ok());
+        assert!(matches!(handle.try_submit(unregister()), Err(SubmitError::QueueFull)));
+    }
+}

@@ -1,0 +1,98 @@
+//! The `rocketns` binary: `-p`, `--help`, `-c` files, start-up on the configured address, and a clean stop on
+//! SIGTERM and SIGINT. Runs the real executable; it listens on 127.0.0.1 with port 0.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn rocketns() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rocketns"))
+}
+
+fn properties(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    std::io::Write::write_all(&mut f, text.as_bytes()).expect("write");
+    f
+}
+
+#[test]
+fn print_config_shows_effective_values_and_exits() {
+    let file = properties("listenPort=9911\norderMessageEnable=true\nnotAJavaKey=1\n");
+    let out = rocketns().arg("-c").arg(file.path()).arg("-p").output().expect("run");
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("listenPort=9911\n"), "{stdout}");
+    assert!(stdout.contains("orderMessageEnable=true\n"));
+    assert!(stdout.contains("scanNotActiveBrokerInterval=5000\n"));
+    assert!(stdout.contains(&format!("configStorePath={}\n", file.path().display())), "-c becomes configStorePath");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("notAJavaKey"), "unknown keys are warned about: {stderr}");
+}
+
+#[test]
+fn defaults_listen_on_9876() {
+    let out = rocketns().arg("-p").output().expect("run");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("listenPort=9876\n") && stdout.contains("bindAddress=0.0.0.0\n"), "{stdout}");
+}
+
+#[test]
+fn help_and_bad_values() {
+    let out = rocketns().arg("--help").output().expect("run");
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout).unwrap().contains("--configFile"));
+    let file = properties("listenPort=not-a-port\n");
+    let out = rocketns().arg("-c").arg(file.path()).output().expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr).unwrap().contains("listenPort"));
+    let out = rocketns().arg("-c").arg("/nonexistent/namesrv.properties").output().expect("run");
+    assert!(!out.status.success());
+}
+
+/// Starts the binary, answers a request at the wire, and stops cleanly on the given signal.
+fn serve_and_stop(signal: &str) {
+    let file = properties("bindAddress=127.0.0.1\nlistenPort=0\n");
+    let mut child = rocketns()
+        .arg("-c")
+        .arg(file.path())
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let logs = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(logs).lines();
+    let addr = loop {
+        let line = lines.next().expect("boot line").expect("read");
+        if let Some(rest) = line.split("The Name Server boot success. serializeType=JSON, address ").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let header = br#"{"code":106,"flag":0,"language":"JAVA","opaque":9,"version":479}"#;
+    let mut frame = ((4 + header.len()) as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    frame.extend_from_slice(header);
+    std::io::Write::write_all(&mut stream, &frame).unwrap();
+    let mut len = [0u8; 4];
+    std::io::Read::read_exact(&mut stream, &mut len).expect("a reply");
+    let mut rest = vec![0u8; u32::from_be_bytes(len) as usize];
+    std::io::Read::read_exact(&mut stream, &mut rest).unwrap();
+    assert!(rest.ends_with(br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#));
+    let status = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let code = child.wait().expect("wait");
+    assert!(code.success(), "clean exit on SIG{signal}: {code:?}");
+}
+
+#[test]
+fn stops_cleanly_on_sigterm() {
+    serve_and_stop("TERM");
+}
+
+#[test]
+fn stops_cleanly_on_sigint() {
+    serve_and_stop("INT");
+}
