@@ -107,7 +107,9 @@ impl Connection {
                     tracing::debug!(conn = self.id, opaque = cmd.opaque, "unexpected response frame ignored");
                     continue;
                 }
+                tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
                 let resp = self.processor.process(&cmd, self.id).await;
+                tracing::trace!(conn = self.id, code = resp.code, remark = ?resp.remark, "reply");
                 if !cmd.is_oneway() {
                     out.push(&resp);
                 }

@@ -600,3 +600,74 @@ async fn request_processor_cases() {
     let resp = c.request(request(206, &[])).await;
     assert_eq!((resp.code, resp.remark.as_deref()), (1, Some("disable")));
 }
+
+/// RouteInfoManagerNewTest#switchBrokerRole_ChannelDestroy: the role switch driven by a closed connection.
+#[tokio::test]
+async fn switch_broker_role_by_connection_close() {
+    let server = start().await;
+    let mut observer = Client::connect(server.addr).await;
+    let (m, s) = (without_acting_master(master()), without_acting_master(slave()));
+    let mut master_conn = Client::connect(server.addr).await;
+    let mut slave_conn = Client::connect(server.addr).await;
+    register(&mut master_conn, &m, dv(1), TOPICS).await;
+    register(&mut slave_conn, &s, dv(1), TOPICS).await;
+    drop(master_conn);
+    let r = wait_addrs(&mut observer, "TopicA", 1).await;
+    assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(1, "127.0.0.1:30911".into())]);
+    register(&mut slave_conn, &Broker { id: 0, ..s }, dv(2), TOPICS).await;
+    let r = route(&mut observer, "TopicA").await.unwrap();
+    assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(0, "127.0.0.1:30911".into())]);
+    let mut old_master = Client::connect(server.addr).await;
+    register(&mut old_master, &Broker { id: 1, ..m }, dv(2), TOPICS).await;
+    let r = route(&mut observer, "TopicA").await.unwrap();
+    assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(0, "127.0.0.1:30911".into()), (1, "127.0.0.1:10911".into())]);
+}
+
+/// RouteInfoManagerNewTest#getAllClusterInfo: two clusters, their broker names and master addresses.
+#[tokio::test]
+async fn cluster_info_with_two_clusters() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &Broker::new("cluster-1", "broker-1", 0, "127.0.0.1:10911"), dv(1), TOPICS).await;
+    register(&mut c, &Broker::new("cluster-2", "broker-2", 0, "127.0.0.1:10921"), dv(1), TOPICS).await;
+    let body = c.request(request(106, &[])).await.body;
+    let info: serde_json::Value =
+        serde_json::from_slice(&rocketns::protocol::lenient::quote_bare_keys(&body).expect("bare ids")).unwrap();
+    assert_eq!(info["clusterAddrTable"], serde_json::json!({"cluster-1": ["broker-1"], "cluster-2": ["broker-2"]}));
+    assert_eq!(info["brokerAddrTable"]["broker-1"]["brokerAddrs"]["0"], "127.0.0.1:10911");
+    assert_eq!(info["brokerAddrTable"]["broker-2"]["cluster"], "cluster-2");
+}
+
+/// Filter servers of a registration appear in the routes of its topics, and an empty list removes them.
+/// Also RequestProcessorTest#testProcessRequest_RegisterBrokerWithFilterServer: topic configs without a
+/// `topicName` are skipped and the registration still succeeds.
+#[tokio::test]
+async fn filter_servers_follow_registrations() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    let b = Broker::new("c", "broker-a", 0, "127.0.0.1:10911");
+    let with_filters = |list: &str| {
+        let mut r = register_request(&b, dv(1), TOPICS);
+        let body = String::from_utf8(r.body.to_vec()).unwrap().replace(r#""filterServerList":[]"#, list);
+        r.ext_fields
+            .as_mut()
+            .unwrap()
+            .insert("bodyCrc32", (crc32fast::hash(body.as_bytes()) & 0x7FFF_FFFF).to_string());
+        r.body = Bytes::from(body);
+        r
+    };
+    assert_eq!(c.request(with_filters(r#""filterServerList":["127.0.0.1:30000"]"#)).await.code, 0);
+    let r = route(&mut c, "TopicA").await.unwrap();
+    assert_eq!(r["filterServerTable"], serde_json::json!({"127.0.0.1:10911": ["127.0.0.1:30000"]}));
+    assert_eq!(c.request(with_filters(r#""filterServerList":[]"#)).await.code, 0);
+    assert_eq!(route(&mut c, "TopicA").await.unwrap()["filterServerTable"], serde_json::json!({}));
+
+    let mut nameless = register_request(&Broker::new("c", "broker-b", 0, "127.0.0.1:10921"), dv(1), &[]);
+    nameless.body = Bytes::from_static(
+        br#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},"topicConfigTable":{"unit-test0":{"readQueueNums":8},"unit-test1":{"perm":6}}}}"#,
+    );
+    nameless.ext_fields.as_mut().unwrap().insert("bodyCrc32", "0");
+    assert_eq!(c.request(nameless).await.code, 0);
+    let info = String::from_utf8(c.request(request(106, &[])).await.body.to_vec()).unwrap();
+    assert!(info.contains(r#""broker-b":{"brokerAddrs":{0:"127.0.0.1:10921"}"#), "{info}");
+}

@@ -21,7 +21,7 @@ inner() {
     local work client broker_bin pass=0 fail=0
     work=$(mktemp -d)
     client="$CACHE/target/debug/rocketns-interop-client"
-    broker_bin=$(command -v rocketmq-broker-rust)
+    broker_bin=$(command -v rocketmq-broker-rust || echo "${CARGO_HOME:-$HOME/.cargo}/bin/rocketmq-broker-rust")
     cleanup() {
         [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null || true
         [ -n "$ns_pid" ] && kill "$ns_pid" 2>/dev/null || true
@@ -52,7 +52,7 @@ bindAddress=127.0.0.1
 listenPort=9876
 kvConfigPath=$work/namesrv/kvConfig.json
 PROPS
-    RUST_LOG=info "$ROOT/target/debug/rocketns" -c "$work/namesrv.properties" > "$work/rocketns.log" 2>&1 &
+    RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv.properties" > "$work/rocketns.log" 2>&1 &
     ns_pid=$!
     for _ in $(seq 100); do
         (exec 3<>/dev/tcp/127.0.0.1/9876) 2>/dev/null && break
@@ -98,6 +98,7 @@ TOML
     check "rocketns drops the routes of the stopped broker" route "$NS_ADDR" InteropTopic absent 30
     check "... including TBW102" route "$NS_ADDR" TBW102 absent 30
     check "... and the auto-created topic" route "$NS_ADDR" AutoCreatedTopic absent 30
+    [ -n "${INTEROP_KEEP:-}" ] && cp -r "$work" "$INTEROP_KEEP"
     echo "interop: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }
@@ -112,6 +113,10 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 mkdir -p "$CACHE"
+if ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
+    echo "interop: installing iproute2 and util-linux (ip, unshare)"
+    apt-get update -qq && apt-get install -y -qq iproute2 util-linux
+fi
 if ! cargo install --list | grep -q '^rocketmq-broker v1\.0\.0:'; then
     echo "interop: installing rocketmq-broker 1.0.0 from crates.io (about 8 minutes on 2 cores)"
     CARGO_TARGET_DIR="$CACHE/target" cargo install rocketmq-broker@1.0.0 --locked
