@@ -24,15 +24,8 @@ const TOPICS: usize = 1000;
 async fn populated_table() -> RouteHandle {
     let (handle, writer) = route_table(RouteConfig::default(), 1024);
     tokio::spawn(writer.run());
-    let topic_configs: Vec<TopicConfig> = (0..TOPICS)
-        .map(|i| TopicConfig {
-            topic_name: Some(format!("topic-{i}")),
-            read_queue_nums: 8,
-            write_queue_nums: 8,
-            perm: 6,
-            topic_sys_flag: 0,
-        })
-        .collect();
+    let topic_configs: Vec<TopicConfig> =
+        (0..TOPICS).map(|i| TopicConfig::new(format!("topic-{i}"), 8, 8, 6)).collect();
     for b in 0..BROKERS {
         for id in 0..2 {
             let r = BrokerRegistration {

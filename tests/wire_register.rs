@@ -448,13 +448,7 @@ async fn crc_is_checked_unless_zero() {
 #[tokio::test]
 async fn compressed_registration() {
     use rocketns::protocol::TopicConfig;
-    let topic = |n: &str| TopicConfig {
-        topic_name: Some(n.into()),
-        read_queue_nums: 4,
-        write_queue_nums: 4,
-        perm: 6,
-        topic_sys_flag: 0,
-    };
+    let topic = |n: &str| TopicConfig::new(n, 4, 4, 6);
     let body = rocketns::protocol::register_body::encode_compressed(&dv(1), &[topic("TopicTest"), topic("T2")], &[]);
     for compressed in ["true", "false"] {
         let server = start().await;

@@ -31,6 +31,13 @@ pub struct TopicConfig {
     pub topic_sys_flag: i32,
 }
 
+impl TopicConfig {
+    /// A topic config as a broker sends it; `topicSysFlag` 0.
+    pub fn new(name: impl Into<String>, read_queue_nums: i32, write_queue_nums: i32, perm: i32) -> Self {
+        TopicConfig { topic_name: Some(name.into()), read_queue_nums, write_queue_nums, perm, topic_sys_flag: 0 }
+    }
+}
+
 /// `TopicConfig.defaultReadQueueNums` / `defaultWriteQueueNums`.
 fn default_queue_nums() -> i32 {
     16
@@ -277,13 +284,7 @@ mod tests {
     }
 
     fn topic_test() -> TopicConfig {
-        TopicConfig {
-            topic_name: Some("TopicTest".into()),
-            read_queue_nums: 4,
-            write_queue_nums: 4,
-            perm: 6,
-            topic_sys_flag: 0,
-        }
+        TopicConfig::new("TopicTest", 4, 4, 6)
     }
 
     #[test]

@@ -387,38 +387,35 @@ fn encode_route(snapshot: &RouteSnapshot, queue_datas: &[QueueData]) -> Option<E
     })
 }
 
+/// A 5.x broker's registration of `topics` (4/4 queues, perm 6) in cluster `c`, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_registration(name: &str, id: i64, addr: &str, counter: i64, topics: &[&str]) -> BrokerRegistration {
+    use crate::protocol::{DataVersion, TopicConfig};
+    BrokerRegistration {
+        cluster: "c".into(),
+        broker_addr: addr.into(),
+        broker_name: name.into(),
+        broker_id: id,
+        ha_server_addr: "".into(),
+        zone_name: None,
+        heartbeat_timeout: None,
+        enable_acting_master: Some(false),
+        body: RegisterBrokerBody {
+            data_version: DataVersion { counter, ..Default::default() },
+            topic_configs: topics.iter().map(|t| TopicConfig::new(*t, 4, 4, 6)).collect(),
+            filter_server_list: Some(vec![]),
+        },
+        conn_id: 1,
+        now: Instant::now(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{DataVersion, TopicConfig};
 
     fn registration(id: i64, addr: &str, counter: i64, topics: &[&str]) -> BrokerRegistration {
-        BrokerRegistration {
-            cluster: "c".into(),
-            broker_addr: addr.into(),
-            broker_name: "b".into(),
-            broker_id: id,
-            ha_server_addr: "".into(),
-            zone_name: None,
-            heartbeat_timeout: None,
-            enable_acting_master: Some(false),
-            body: RegisterBrokerBody {
-                data_version: DataVersion { counter, ..Default::default() },
-                topic_configs: topics
-                    .iter()
-                    .map(|t| TopicConfig {
-                        topic_name: Some(t.to_string()),
-                        read_queue_nums: 4,
-                        write_queue_nums: 4,
-                        perm: 6,
-                        topic_sys_flag: 0,
-                    })
-                    .collect(),
-                filter_server_list: Some(vec![]),
-            },
-            conn_id: 1,
-            now: Instant::now(),
-        }
+        test_registration("b", id, addr, counter, topics)
     }
 
     struct Table {
@@ -484,9 +481,7 @@ mod tests {
     fn a_slave_joining_reencodes_its_brokers_topics_only() {
         let mut t = Table::new();
         t.register(&registration(0, "a:1", 1, &["x", "y"]));
-        let mut other = registration(0, "o:1", 1, &["z", "w"]);
-        other.broker_name = "other".into();
-        t.register(&other);
+        t.register(&test_registration("other", 0, "o:1", 1, &["z", "w"]));
         let before = t.snapshot.clone();
         assert!(t.register(&registration(1, "a:2", 1, &["x", "y"])));
         assert!(!Arc::ptr_eq(before.topic("x").unwrap(), t.snapshot.topic("x").unwrap()));

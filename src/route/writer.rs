@@ -162,35 +162,10 @@ fn unregister_by_address(builder: &mut RouteBuilder<'_>, live: &BrokerLiveTable,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 
     fn registration(name: &str) -> BrokerRegistration {
-        BrokerRegistration {
-            cluster: "c".into(),
-            broker_addr: format!("{name}:1").into(),
-            broker_name: name.into(),
-            broker_id: 0,
-            ha_server_addr: "".into(),
-            zone_name: None,
-            heartbeat_timeout: None,
-            enable_acting_master: Some(false),
-            body: RegisterBrokerBody {
-                data_version: DataVersion::default(),
-                topic_configs: ["a", "b"]
-                    .iter()
-                    .map(|t| TopicConfig {
-                        topic_name: Some(format!("{name}-{t}")),
-                        read_queue_nums: 4,
-                        write_queue_nums: 4,
-                        perm: 6,
-                        topic_sys_flag: 0,
-                    })
-                    .collect(),
-                filter_server_list: None,
-            },
-            conn_id: 1,
-            now: Instant::now(),
-        }
+        let topics = [format!("{name}-a"), format!("{name}-b")];
+        crate::route::builder::test_registration(name, 0, &format!("{name}:1"), 0, &[&topics[0], &topics[1]])
     }
 
     /// Mutations waiting together become one snapshot, and every registration is answered after it is visible.
