@@ -16,13 +16,13 @@ use rocketns::json::JsonStyle;
 use rocketns::processor::Processor;
 use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
-use rocketns::route::{BrokerRegistration, RouteConfig, RouteHandle, route_table};
+use rocketns::route::{BrokerRegistration, RouteHandle, RouteSnapshot, route_table};
 
 const BROKERS: usize = 4;
 const TOPICS: usize = 1000;
 
 async fn populated_table() -> RouteHandle {
-    let (handle, writer) = route_table(RouteConfig::default(), 1024);
+    let (handle, writer) = route_table(RouteSnapshot::default(), 1024);
     tokio::spawn(writer.run());
     let topic_configs: Vec<TopicConfig> =
         (0..TOPICS).map(|i| TopicConfig::new(format!("topic-{i}"), 8, 8, 6)).collect();
@@ -41,6 +41,7 @@ async fn populated_table() -> RouteHandle {
                     data_version: DataVersion { counter: 1, ..Default::default() },
                     topic_configs: topic_configs.clone(),
                     filter_server_list: Some(vec![]),
+                    topic_queue_mappings: Vec::new(),
                 },
                 conn_id: 1,
                 now: tokio::time::Instant::now(),
@@ -54,7 +55,10 @@ async fn populated_table() -> RouteHandle {
 fn lookup(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let handle = rt.block_on(populated_table());
-    let processor = Processor::new(handle.clone(), std::sync::Arc::new(NamesrvConfig::default()));
+    let kv_dir = tempfile::tempdir().expect("temp dir");
+    let kv = rocketns::kvconfig::KvConfigStore::load(&kv_dir.path().join("kvConfig.json")).expect("empty KV store");
+    let config = std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
+    let processor = Processor::new(handle.clone(), config, std::sync::Arc::new(kv), None);
 
     c.bench_function("snapshot_lookup", |b| {
         b.iter(|| {

@@ -75,7 +75,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(stream: TcpStream, id: ConnId, processor: Processor) -> Self {
-        let config = &processor.config;
+        let config = processor.config.load();
         let decoder = FrameDecoder::new(usize::try_from(config.frame_max_length).unwrap_or(usize::MAX));
         let idle_timeout = Duration::from_secs(config.server_channel_max_idle_time_seconds.max(1));
         Connection { stream, id, processor, decoder, idle_timeout }
@@ -85,7 +85,7 @@ impl Connection {
     /// cannot be decoded (which closes only this connection, as in Java).
     pub async fn run(mut self) {
         let mut read_buf = BytesMut::with_capacity(8 * 1024);
-        let mut out = OutQueue::new(self.processor.config.reply_serialize_type());
+        let mut out = OutQueue::new(self.processor.config.load().reply_serialize_type());
         loop {
             loop {
                 let frame = match self.decoder.decode(&mut read_buf) {

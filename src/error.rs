@@ -1,5 +1,6 @@
 //! Request failures, and the one place where they become RocketMQ response codes and remarks.
 
+use crate::config::ConfigUpdateError;
 use crate::protocol::codes::response;
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::route::writer::SubmitError;
@@ -27,6 +28,20 @@ pub enum RequestError {
     QueueFull,
     #[error("the name server is shutting down")]
     ShuttingDown,
+    #[error("name server not ready")]
+    NotReady,
+    #[error("namespace or key is null")]
+    KvNamespaceOrKeyNull,
+    #[error("value is null")]
+    KvValueNull,
+    #[error("No config item, Namespace: {namespace} Key: {key}")]
+    KvNotFound { namespace: String, key: String },
+    #[error("No config item, Namespace: {0}")]
+    KvNamespaceNotFound(String),
+    #[error("{0}")]
+    Persist(String),
+    #[error(transparent)]
+    ConfigUpdate(#[from] ConfigUpdateError),
     #[error(" request type {0} not supported")]
     NotSupported(i32),
 }
@@ -36,6 +51,10 @@ impl RequestError {
         match self {
             RequestError::TopicNotExist(_) => response::TOPIC_NOT_EXIST,
             RequestError::NotSupported(_) => response::REQUEST_CODE_NOT_SUPPORTED,
+            RequestError::KvNotFound { .. } | RequestError::KvNamespaceNotFound(_) => response::QUERY_NOT_FOUND,
+            RequestError::ConfigUpdate(
+                ConfigUpdateError::BlackListed(_) | ConfigUpdateError::StartupOnly(_) | ConfigUpdateError::Unknown(_),
+            ) => response::NO_PERMISSION,
             RequestError::MissingField(_)
             | RequestError::InvalidField { .. }
             | RequestError::CrcMismatch
@@ -43,15 +62,21 @@ impl RequestError {
             | RequestError::RegisterFailed
             | RequestError::Disabled
             | RequestError::QueueFull
-            | RequestError::ShuttingDown => response::SYSTEM_ERROR,
+            | RequestError::ShuttingDown
+            | RequestError::NotReady
+            | RequestError::KvNamespaceOrKeyNull
+            | RequestError::KvValueNull
+            | RequestError::Persist(_)
+            | RequestError::ConfigUpdate(_) => response::SYSTEM_ERROR,
         }
     }
 
     /// The reply for this error. Requests whose Java handler attaches a response header class keep an empty
     /// `extFields` on errors too, as Java does.
     pub fn to_response(&self, request_code: i32) -> RemotingCommand {
+        use crate::protocol::codes::request;
         let mut resp = RemotingCommand::response(self.response_code(), Some(self.to_string()));
-        if request_code == crate::protocol::codes::request::REGISTER_BROKER {
+        if matches!(request_code, request::REGISTER_BROKER | request::GET_KV_CONFIG) {
             resp.ext_fields = Some(ExtFields::new());
         }
         resp

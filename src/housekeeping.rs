@@ -3,18 +3,18 @@
 
 use std::time::Duration;
 
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
+use crate::config::SharedConfig;
 use crate::route::{ConnId, RouteHandle, RouteMutation};
 
-/// Every `period` (first after one period), asks the writer to remove each broker whose heartbeat expired.
-/// The writer checks again before removing, so a heartbeat racing with the scan wins.
-pub async fn scan_inactive_brokers(routes: RouteHandle, period: Duration) {
-    let period = period.max(Duration::from_millis(1));
-    let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+/// Every `scanNotActiveBrokerInterval` (first after one interval; a runtime change applies from the next
+/// one), asks the writer to remove each broker whose heartbeat expired. The writer checks again before
+/// removing, so a heartbeat racing with the scan wins.
+pub async fn scan_inactive_brokers(routes: RouteHandle, config: SharedConfig) {
     loop {
-        ticker.tick().await;
+        let period = Duration::from_millis(config.load().scan_not_active_broker_interval.max(1));
+        tokio::time::sleep(period).await;
         let now = Instant::now();
         for key in routes.liveness.expired(now) {
             if routes.submit(RouteMutation::Expire { key, now }).await.is_err() {

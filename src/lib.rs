@@ -6,13 +6,16 @@
 //! - [`route`]: immutable route snapshots, the single writer, broker liveness;
 //! - [`processor`]: request dispatch, one handler per code; [`error`] maps failures to response codes;
 //! - [`connection`], [`server`], [`housekeeping`]: I/O and timers;
-//! - [`config`]: the Java configuration keys.
+//! - [`kvconfig`]: the KV config store; [`fsutil`]: crash-safe file writes;
+//! - [`config`]: the Java configuration keys, and which of them may change at runtime.
 
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod fsutil;
 pub mod housekeeping;
 pub mod json;
+pub mod kvconfig;
 pub mod processor;
 pub mod protocol;
 pub mod remoting;

@@ -69,10 +69,10 @@ fn main() -> ExitCode {
             }
         };
         let serialize_type = config.serialize_type.clone();
-        let server = match NameServer::bind(config).await {
+        let server = match NameServer::bind(config, cli.config_file.clone()).await {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("rocketns: cannot listen: {e}");
+                eprintln!("rocketns: {e}");
                 return ExitCode::FAILURE;
             }
         };

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -11,8 +12,17 @@ use tokio::net::TcpListener;
 use crate::config::NamesrvConfig;
 use crate::connection::Connection;
 use crate::housekeeping;
-use crate::processor::Processor;
-use crate::route::{RouteConfig, RouteHandle, RouteWriter, route_table};
+use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
+use crate::processor::{Processor, route_config};
+use crate::route::{RouteHandle, RouteSnapshot, RouteWriter, route_table};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error(transparent)]
+    Kv(#[from] KvError),
+}
 
 pub struct NameServer {
     listener: TcpListener,
@@ -21,15 +31,18 @@ pub struct NameServer {
 }
 
 impl NameServer {
-    /// Binds `bindAddress:listenPort` (port 0 picks a free port, for tests).
-    pub async fn bind(config: NamesrvConfig) -> std::io::Result<Self> {
-        let addr = format!("{}:{}", config.bind_address, config.listen_port);
-        let listener = TcpListener::bind(&addr).await?;
-        let route_config =
-            RouteConfig { delete_topic_with_broker_registration: config.delete_topic_with_broker_registration };
+    /// Loads the KV store and binds `bindAddress:listenPort` (port 0 picks a free port, for tests).
+    /// `config_file` is the `-c` file, where runtime config updates are written back; `None` keeps them in
+    /// memory only.
+    pub async fn bind(config: NamesrvConfig, config_file: Option<PathBuf>) -> Result<Self, StartError> {
+        let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
+        let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
         let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
-        let (routes, writer) = route_table(route_config, capacity);
-        Ok(NameServer { listener, processor: Processor::new(routes, Arc::new(config)), writer })
+        let (routes, writer) = route_table(initial, capacity);
+        let addr = format!("{}:{}", config.bind_address, config.listen_port);
+        let listener = TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?;
+        let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
+        Ok(NameServer { listener, processor: Processor::new(routes, shared, kv, config_file), writer })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -44,8 +57,8 @@ impl NameServer {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let NameServer { listener, processor, writer } = self;
         let writer = tokio::spawn(writer.run());
-        let scan_period = Duration::from_millis(processor.config.scan_not_active_broker_interval);
-        let scan = tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), scan_period));
+        let scan =
+            tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), processor.config.clone()));
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
         loop {

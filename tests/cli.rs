@@ -51,7 +51,11 @@ fn help_and_bad_values() {
 
 /// Starts the binary, answers a request at the wire, and stops cleanly on the given signal.
 fn serve_and_stop(signal: &str) {
-    let file = properties("bindAddress=127.0.0.1\nlistenPort=0\n");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = properties(&format!(
+        "bindAddress=127.0.0.1\nlistenPort=0\nkvConfigPath={}\n",
+        dir.path().join("kvConfig.json").display()
+    ));
     let mut child = rocketns()
         .arg("-c")
         .arg(file.path())

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::{Processor, bool_field, long_field, required, success};
 use crate::error::RequestError;
+use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 use crate::protocol::route_data::QueueDatasOnly;
 use crate::protocol::{DataVersion, QueueData, RegisterBrokerBody, lenient};
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -70,6 +71,12 @@ pub(super) async fn register_broker(
         ext.insert("haServerAddr", &*ha);
     }
     resp.ext_fields = Some(ext);
+    // The broker marks the topics listed here as ordered.
+    if p.config.load().return_order_topic_config_to_broker
+        && let Some(table) = p.kv.namespace(ORDER_TOPIC_CONFIG)
+    {
+        resp.body = Bytes::from(encode_kv_table(&table));
+    }
     Ok(resp)
 }
 
@@ -81,7 +88,7 @@ pub(super) fn unregister_broker(p: &Processor, req: &RemotingCommand) -> Result<
         broker_name: required(req, "brokerName")?.into(),
         broker_id: broker_id(req)?,
     };
-    p.routes.try_submit(RouteMutation::Unregister(unregister))?;
+    p.routes.submit_unregister(unregister)?;
     Ok(success())
 }
 
@@ -110,7 +117,8 @@ pub(super) async fn register_topic(p: &Processor, req: &RemotingCommand) -> Resu
         });
     }
     if !queue_datas.is_empty() {
-        p.routes.register_topic(topic.to_string(), queue_datas).await?;
+        let topic = topic.to_string();
+        p.routes.apply(|done| RouteMutation::RegisterTopic { topic, queue_datas, done }).await?;
     }
     Ok(success())
 }

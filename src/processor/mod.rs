@@ -1,28 +1,47 @@
 //! Request dispatch: one handler per request code, as Java's `DefaultRequestProcessor` and
 //! `ClientRequestProcessor`.
 
+mod admin;
 mod broker;
+mod kv;
+mod namesrv_config;
 mod query;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::NamesrvConfig;
+use tokio::time::Instant;
+
+use crate::config::{NamesrvConfig, SharedConfig};
 use crate::error::RequestError;
+use crate::kvconfig::KvConfigStore;
 use crate::protocol::codes::{request, response};
 use crate::protocol::lenient;
 use crate::remoting::RemotingCommand;
-use crate::route::{ConnId, RouteHandle};
+use crate::route::{ConnId, RouteConfig, RouteHandle};
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct Processor {
     pub routes: RouteHandle,
-    pub config: Arc<NamesrvConfig>,
+    pub config: SharedConfig,
+    pub kv: Arc<KvConfigStore>,
+    /// The `-c` file: the only place a remote config update is ever written to.
+    pub config_file: Option<PathBuf>,
+    /// When the server started (for `needWaitForService`).
+    pub started: Instant,
+    /// Serializes config updates, so that two at once cannot lose one another.
+    config_update: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Processor {
-    pub fn new(routes: RouteHandle, config: Arc<NamesrvConfig>) -> Self {
-        Processor { routes, config }
+    pub fn new(
+        routes: RouteHandle,
+        config: SharedConfig,
+        kv: Arc<KvConfigStore>,
+        config_file: Option<PathBuf>,
+    ) -> Self {
+        Processor { routes, config, kv, config_file, started: Instant::now(), config_update: Default::default() }
     }
 
     /// Handles one request and returns the reply (its `opaque` already copied). The caller drops the reply
@@ -32,11 +51,26 @@ impl Processor {
             request::GET_ROUTEINFO_BY_TOPIC => query::get_route_info_by_topic(self, req),
             request::GET_BROKER_CLUSTER_INFO => Ok(query::get_broker_cluster_info(self)),
             request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => query::get_all_topic_list(self),
+            request::GET_TOPICS_BY_CLUSTER => query::get_topics_by_cluster(self, req),
+            request::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(query::get_system_topic_list(self)),
+            request::GET_UNIT_TOPIC_LIST
+            | request::GET_HAS_UNIT_SUB_TOPIC_LIST
+            | request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => query::get_unit_topic_list(self, req.code),
+            request::GET_BROKER_MEMBER_GROUP => query::get_broker_member_group(self, req),
             request::REGISTER_BROKER => broker::register_broker(self, req, conn).await,
             request::UNREGISTER_BROKER => broker::unregister_broker(self, req),
             request::REGISTER_TOPIC_IN_NAMESRV => broker::register_topic(self, req).await,
             request::QUERY_DATA_VERSION => broker::query_data_version(self, req),
             request::BROKER_HEARTBEAT => Ok(broker::broker_heartbeat(self, req)),
+            request::WIPE_WRITE_PERM_OF_BROKER => admin::write_perm_of_broker(self, req, true).await,
+            request::ADD_WRITE_PERM_OF_BROKER => admin::write_perm_of_broker(self, req, false).await,
+            request::DELETE_TOPIC_IN_NAMESRV => admin::delete_topic(self, req).await,
+            request::PUT_KV_CONFIG => kv::put_kv_config(self, req).await,
+            request::GET_KV_CONFIG => kv::get_kv_config(self, req),
+            request::DELETE_KV_CONFIG => kv::delete_kv_config(self, req).await,
+            request::GET_KVLIST_BY_NAMESPACE => kv::get_kv_list_by_namespace(self, req),
+            request::UPDATE_NAMESRV_CONFIG => namesrv_config::update_config(self, req).await,
+            request::GET_NAMESRV_CONFIG => Ok(namesrv_config::get_config(self)),
             other => Err(RequestError::NotSupported(other)),
         };
         let mut resp = result.unwrap_or_else(|e| {
@@ -45,6 +79,15 @@ impl Processor {
         });
         resp.opaque = req.opaque;
         resp
+    }
+}
+
+/// The route switches of a configuration.
+pub fn route_config(c: &NamesrvConfig) -> RouteConfig {
+    RouteConfig {
+        delete_topic_with_broker_registration: c.delete_topic_with_broker_registration,
+        support_acting_master: c.support_acting_master,
+        order_message_enable: c.order_message_enable,
     }
 }
 

@@ -9,9 +9,21 @@ pub mod request {
     pub const UNREGISTER_BROKER: i32 = 104;
     pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
     pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
+    pub const WIPE_WRITE_PERM_OF_BROKER: i32 = 205;
     pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub const DELETE_TOPIC_IN_NAMESRV: i32 = 216;
     pub const REGISTER_TOPIC_IN_NAMESRV: i32 = 217;
+    pub const GET_KVLIST_BY_NAMESPACE: i32 = 219;
+    pub const GET_TOPICS_BY_CLUSTER: i32 = 224;
+    pub const GET_SYSTEM_TOPIC_LIST_FROM_NS: i32 = 304;
+    pub const GET_UNIT_TOPIC_LIST: i32 = 311;
+    pub const GET_HAS_UNIT_SUB_TOPIC_LIST: i32 = 312;
+    pub const GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: i32 = 313;
+    pub const UPDATE_NAMESRV_CONFIG: i32 = 318;
+    pub const GET_NAMESRV_CONFIG: i32 = 319;
     pub const QUERY_DATA_VERSION: i32 = 322;
+    pub const ADD_WRITE_PERM_OF_BROKER: i32 = 327;
+    pub const GET_BROKER_MEMBER_GROUP: i32 = 901;
     pub const BROKER_HEARTBEAT: i32 = 904;
 }
 

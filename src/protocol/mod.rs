@@ -5,7 +5,9 @@ pub mod data_version;
 pub mod lenient;
 pub mod register_body;
 pub mod route_data;
+pub mod static_topic;
 
 pub use data_version::DataVersion;
 pub use register_body::{RegisterBrokerBody, TopicConfig};
 pub use route_data::{BrokerData, QueueData};
+pub use static_topic::TopicQueueMappingInfo;

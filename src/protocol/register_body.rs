@@ -3,6 +3,7 @@
 //! Three shapes arrive: RegisterBrokerBody JSON (brokers ≥ 3.0.11), a bare TopicConfigSerializeWrapper JSON
 //! (older brokers), and the zlib-compressed binary RegisterBrokerBody (§2.4.1 of the protocol notes).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 
@@ -11,6 +12,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 
 use super::data_version::DataVersion;
 use super::lenient;
+use super::static_topic::TopicQueueMappingInfo;
 
 /// Inflated registration bodies larger than this are refused (a zlib bomb must not exhaust memory).
 pub const MAX_INFLATED_BODY: u64 = 64 * 1024 * 1024;
@@ -55,6 +57,8 @@ pub struct RegisterBrokerBody {
     pub topic_configs: Vec<TopicConfig>,
     /// `None` leaves the broker's filter servers as they are; an empty list clears them.
     pub filter_server_list: Option<Vec<String>>,
+    /// Static-topic mappings: (topic, this broker's share of it).
+    pub topic_queue_mappings: Vec<(String, TopicQueueMappingInfo)>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -74,6 +78,19 @@ struct WrapperJson {
     data_version: Option<DataVersion>,
     #[serde(default, deserialize_with = "topic_config_table")]
     topic_config_table: Vec<TopicConfig>,
+    #[serde(default)]
+    topic_queue_mapping_info_map: Option<BTreeMap<String, TopicQueueMappingInfo>>,
+}
+
+impl WrapperJson {
+    fn into_body(self, filter_server_list: Option<Vec<String>>) -> RegisterBrokerBody {
+        RegisterBrokerBody {
+            data_version: self.data_version.unwrap_or_default(),
+            topic_configs: self.topic_config_table,
+            filter_server_list,
+            topic_queue_mappings: self.topic_queue_mapping_info_map.unwrap_or_default().into_iter().collect(),
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -115,11 +132,7 @@ impl RegisterBrokerBody {
             return Ok(Self::default());
         }
         if version < super::codes::version::V3_0_11 {
-            return parse_wrapper_json(body).map(|w| RegisterBrokerBody {
-                data_version: w.data_version.unwrap_or_default(),
-                topic_configs: w.topic_config_table,
-                filter_server_list: None,
-            });
+            return parse_wrapper_json(body).map(|w| w.into_body(None));
         }
         if compressed {
             return decode_compressed(body, version);
@@ -139,12 +152,7 @@ fn parse_wrapper_json(body: &[u8]) -> Result<WrapperJson, BodyError> {
 
 fn parse_body_json(body: &[u8]) -> Result<RegisterBrokerBody, BodyError> {
     let b: BodyJson = lenient::from_fastjson_slice(body).map_err(|e| BodyError::Json(e.to_string()))?;
-    let wrapper = b.topic_config_serialize_wrapper.unwrap_or_default();
-    Ok(RegisterBrokerBody {
-        data_version: wrapper.data_version.unwrap_or_default(),
-        topic_configs: wrapper.topic_config_table,
-        filter_server_list: b.filter_server_list,
-    })
+    Ok(b.topic_config_serialize_wrapper.unwrap_or_default().into_body(b.filter_server_list))
 }
 
 struct Cursor<'a> {
@@ -172,7 +180,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode_compressed(body: &[u8], _version: i32) -> Result<RegisterBrokerBody, BodyError> {
+fn decode_compressed(body: &[u8], version: i32) -> Result<RegisterBrokerBody, BodyError> {
     let mut inflated = Vec::new();
     flate2::read::ZlibDecoder::new(body)
         .take(MAX_INFLATED_BODY + 1)
@@ -196,8 +204,18 @@ fn decode_compressed(body: &[u8], _version: i32) -> Result<RegisterBrokerBody, B
     }
     let filters: Vec<String> = serde_json::from_slice(cur.chunk("filter server list")?)
         .map_err(|e| BodyError::Compressed(format!("filter server list: {e}")))?;
-    // Static-topic mappings (version ≥ 5.0.0) follow; the NameServer's compressed path does not need them.
-    Ok(RegisterBrokerBody { data_version, topic_configs, filter_server_list: Some(filters) })
+    let mut topic_queue_mappings = Vec::new();
+    if version >= super::codes::version::V5_0_0 && !cur.data.is_empty() {
+        let count = cur.int("mapping count")?;
+        for _ in 0..count.max(0) {
+            let info: TopicQueueMappingInfo = lenient::from_fastjson_slice(cur.chunk("mapping")?)
+                .map_err(|e| BodyError::Compressed(format!("topic queue mapping: {e}")))?;
+            if let Some(topic) = info.topic.clone() {
+                topic_queue_mappings.push((topic, info));
+            }
+        }
+    }
+    Ok(RegisterBrokerBody { data_version, topic_configs, filter_server_list: Some(filters), topic_queue_mappings })
 }
 
 /// `name read write perm filterType [attributes]`, split on single spaces (`TopicConfig.decode`).

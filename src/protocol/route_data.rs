@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use crate::json::{self, JsonStyle};
 use crate::protocol::lenient;
+use crate::protocol::static_topic::TopicQueueMappingInfo;
 
 /// The master's broker id (`MixAll.MASTER_ID`).
 pub const MASTER_ID: i64 = 0;
@@ -95,6 +96,8 @@ pub struct TopicRouteParts<'a> {
     pub filter_servers: &'a [(&'a str, &'a [String])],
     pub order_topic_conf: Option<&'a str>,
     pub queue_datas: &'a [&'a QueueData],
+    /// `topicQueueMappingByBroker`, by broker name; `None` omits the property.
+    pub mappings: Option<&'a [(&'a str, &'a TopicQueueMappingInfo)]>,
 }
 
 impl TopicRouteParts<'_> {
@@ -128,7 +131,20 @@ impl TopicRouteParts<'_> {
             }
             q.write_json(&mut out, style);
         }
-        out.extend_from_slice(b"]}");
+        out.push(b']');
+        if let Some(mappings) = self.mappings {
+            out.extend_from_slice(b",\"topicQueueMappingByBroker\":{");
+            for (i, (broker, info)) in mappings.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                json::write_str(&mut out, broker, style);
+                out.push(b':');
+                info.write_json(&mut out, style);
+            }
+            out.push(b'}');
+        }
+        out.push(b'}');
         out
     }
 }
@@ -181,8 +197,13 @@ mod tests {
     #[test]
     fn route_bodies_match_fastjson() {
         let (b, q) = (broker(), queue());
-        let parts =
-            TopicRouteParts { broker_datas: &[&b], filter_servers: &[], order_topic_conf: None, queue_datas: &[&q] };
+        let parts = TopicRouteParts {
+            broker_datas: &[&b],
+            filter_servers: &[],
+            order_topic_conf: None,
+            queue_datas: &[&q],
+            mappings: None,
+        };
         assert_eq!(
             String::from_utf8(parts.encode(JsonStyle::Fastjson)).unwrap(),
             r#"{"brokerDatas":[{"brokerAddrs":{0:"192.168.0.1:10911",1:"192.168.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}"#
@@ -193,22 +214,33 @@ mod tests {
         );
     }
 
+    /// "Everything filled in" of protocol.md §3.1, in both styles.
     #[test]
-    fn zone_filter_servers_and_order_conf() {
+    fn everything_filled_in() {
         let mut b = broker();
         b.enable_acting_master = true;
         b.zone_name = Some("zone1".into());
         let q = queue();
         let fs = vec!["192.168.0.1:30000".to_string()];
+        let info: TopicQueueMappingInfo = lenient::from_fastjson_slice(
+            br#"{"bname":"broker-a","currIdMap":{0:0},"dirty":false,"epoch":1,"scope":"__global__","topic":"T","totalQueues":4}"#,
+        )
+        .unwrap();
         let parts = TopicRouteParts {
             broker_datas: &[&b],
             filter_servers: &[("192.168.0.1:10911", &fs)],
             order_topic_conf: Some("broker-a:8"),
             queue_datas: &[&q],
+            mappings: Some(&[("broker-a", &info)]),
         };
-        assert_eq!(
-            String::from_utf8(parts.encode(JsonStyle::Standard)).unwrap(),
-            r#"{"brokerDatas":[{"brokerAddrs":{"0":"192.168.0.1:10911","1":"192.168.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":true,"zoneName":"zone1"}],"filterServerTable":{"192.168.0.1:10911":["192.168.0.1:30000"]},"orderTopicConf":"broker-a:8","queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}"#
-        );
+        let standard = r#"{"brokerDatas":[{"brokerAddrs":{"0":"192.168.0.1:10911","1":"192.168.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":true,"zoneName":"zone1"}],"filterServerTable":{"192.168.0.1:10911":["192.168.0.1:30000"]},"orderTopicConf":"broker-a:8","queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}],"topicQueueMappingByBroker":{"broker-a":{"bname":"broker-a","currIdMap":{"0":0},"dirty":false,"epoch":1,"scope":"__global__","topic":"T","totalQueues":4}}}"#;
+        assert_eq!(String::from_utf8(parts.encode(JsonStyle::Standard)).unwrap(), standard);
+        let fastjson = standard
+            .replace(
+                r#"{"0":"192.168.0.1:10911","1":"192.168.0.2:10911"}"#,
+                r#"{0:"192.168.0.1:10911",1:"192.168.0.2:10911"}"#,
+            )
+            .replace(r#"{"0":0}"#, "{0:0}");
+        assert_eq!(String::from_utf8(parts.encode(JsonStyle::Fastjson)).unwrap(), fastjson);
     }
 }

@@ -10,18 +10,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::json::JsonStyle;
-use crate::protocol::route_data::{MASTER_ID, PERM_WRITE, TopicRouteParts};
+use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
 use crate::protocol::{BrokerData, QueueData, RegisterBrokerBody};
+use crate::route::encode::encode_route;
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, ConnId, DEFAULT_BROKER_TIMEOUT};
-use crate::route::snapshot::{EncodedRoute, RouteSnapshot, TopicRoute};
-
-/// Route behaviour switches from the NameServer config.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RouteConfig {
-    /// `deleteTopicWithBrokerRegistration`: a full registration drops the broker's topics it no longer lists.
-    pub delete_topic_with_broker_registration: bool,
-}
+use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
 
 /// A REGISTER_BROKER request, decoded.
 #[derive(Debug, Clone)]
@@ -70,24 +63,17 @@ pub struct RouteBuilder<'a> {
     next: RouteSnapshot,
     index: &'a mut BrokerTopicIndex,
     live: &'a BrokerLiveTable,
-    config: RouteConfig,
     dirty_topics: HashSet<Arc<str>>,
     dirty_brokers: HashSet<Arc<str>>,
     changed: bool,
 }
 
 impl<'a> RouteBuilder<'a> {
-    pub fn new(
-        current: &RouteSnapshot,
-        index: &'a mut BrokerTopicIndex,
-        live: &'a BrokerLiveTable,
-        config: RouteConfig,
-    ) -> Self {
+    pub fn new(current: &RouteSnapshot, index: &'a mut BrokerTopicIndex, live: &'a BrokerLiveTable) -> Self {
         RouteBuilder {
             next: current.clone(),
             index,
             live,
-            config,
             dirty_topics: HashSet::new(),
             dirty_brokers: HashSet::new(),
             changed: false,
@@ -195,7 +181,7 @@ impl<'a> RouteBuilder<'a> {
         let live_key = BrokerAddrKey { cluster: r.cluster.clone(), addr: r.broker_addr.clone() };
         if is_master || is_prime_slave {
             let version_changed = self.live.is_data_version_changed(&live_key, Some(&r.body.data_version));
-            if self.config.delete_topic_with_broker_registration {
+            if self.next.config.delete_topic_with_broker_registration && r.body.topic_queue_mappings.is_empty() {
                 let listed: HashSet<&str> =
                     r.body.topic_configs.iter().filter_map(|t| t.topic_name.as_deref()).collect();
                 for topic in self.topics_of(&r.broker_name) {
@@ -223,6 +209,11 @@ impl<'a> RouteBuilder<'a> {
                         topic_sys_flag: tc.topic_sys_flag,
                     };
                     self.put_queue_data(topic, qd);
+                }
+            }
+            if version_changed || register_first {
+                for (topic, info) in &r.body.topic_queue_mappings {
+                    self.put_mapping(topic, info);
                 }
             }
         }
@@ -322,6 +313,84 @@ impl<'a> RouteBuilder<'a> {
         }
     }
 
+    /// Stores a broker's share of a static topic (keyed by the mapping's own broker name, as Java does).
+    fn put_mapping(&mut self, topic: &str, info: &crate::protocol::TopicQueueMappingInfo) {
+        let Some(bname) = info.bname.as_deref() else { return };
+        let current = self.next.mappings.get(topic);
+        if current.and_then(|m| m.get(bname)) == Some(info) {
+            return;
+        }
+        let mut mappings = current.map(|m| (**m).clone()).unwrap_or_default();
+        mappings.insert(Arc::from(bname), info.clone());
+        let topic: Arc<str> = Arc::from(topic);
+        self.next.mappings.insert(topic.clone(), Arc::new(mappings));
+        self.dirty_topics.insert(topic);
+        self.changed = true;
+    }
+
+    /// WIPE_WRITE_PERM_OF_BROKER (`wipe`) or ADD_WRITE_PERM_OF_BROKER: clears the write bit of, or sets perm 6
+    /// on, every queue data of `broker`. Returns how many topics it touched, changed or not, as Java counts.
+    pub fn operate_write_perm(&mut self, broker: &str, wipe: bool) -> usize {
+        let topics = self.topics_of(broker);
+        for topic in &topics {
+            if let Some(qd) = self.next.topics.get(topic).and_then(|t| t.queue_data(broker)) {
+                let perm = if wipe { qd.perm & !PERM_WRITE } else { PERM_READ | PERM_WRITE };
+                let qd = QueueData { perm, ..qd.clone() };
+                self.put_queue_data(topic, qd);
+            }
+        }
+        topics.len()
+    }
+
+    /// DELETE_TOPIC_IN_NAMESRV: the topic's queues on every broker of `cluster`, or the whole topic.
+    /// Static-topic mappings stay, as in Java.
+    pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {
+        let Some(route) = self.next.topics.get(topic).cloned() else { return };
+        let topic: Arc<str> =
+            self.next.topics.get_key_value(topic).map(|(k, _)| k.clone()).unwrap_or_else(|| topic.into());
+        let brokers: Vec<Arc<str>> = match cluster {
+            Some(cluster) => self.next.broker_names_of(cluster).cloned().collect(),
+            None => route.queue_datas.iter().map(|q| q.broker_name.clone()).collect(),
+        };
+        for broker in brokers {
+            self.remove_queue_data(&topic, &broker);
+        }
+    }
+
+    /// A change of KV namespace ORDER_TOPIC_CONFIG: re-encodes that topic only.
+    pub fn set_order_topic_conf(&mut self, topic: &str, value: Option<&str>) {
+        let current = self.next.order_topic_conf.get(topic).map(|v| &**v);
+        if current == value {
+            return;
+        }
+        let topic: Arc<str> = Arc::from(topic);
+        match value {
+            Some(v) => self.next.order_topic_conf.insert(topic.clone(), Arc::from(v)),
+            None => self.next.order_topic_conf.remove(&topic),
+        };
+        self.changed = true;
+        if self.next.topics.contains_key(&topic) {
+            self.dirty_topics.insert(topic);
+        }
+    }
+
+    /// New switches; re-encodes the topics whose routes they change.
+    pub fn set_config(&mut self, config: RouteConfig) {
+        let old = self.next.config;
+        if old == config {
+            return;
+        }
+        self.next.config = config;
+        self.changed = true;
+        if old.support_acting_master != config.support_acting_master {
+            self.dirty_topics.extend(self.next.topics.keys().cloned());
+        } else if old.order_message_enable != config.order_message_enable {
+            let ordered: Vec<Arc<str>> =
+                self.next.order_topic_conf.keys().filter(|t| self.next.topics.contains_key(*t)).cloned().collect();
+            self.dirty_topics.extend(ordered);
+        }
+    }
+
     /// Builds the unregistration for a broker address found in the table (expiry and closed connections).
     pub fn unregister_request_for(&self, key: &BrokerAddrKey) -> Option<UnregisterRequest> {
         self.next.brokers.values().find_map(|b| {
@@ -353,38 +422,13 @@ impl<'a> RouteBuilder<'a> {
                 self.next.topics.remove(&topic);
                 continue;
             }
-            let encoded = encode_route(&self.next, &route.queue_datas);
+            let encoded = encode_route(&self.next, &topic, route);
             let route = TopicRoute { queue_datas: route.queue_datas.clone(), encoded };
             self.next.topics.insert(topic, Arc::new(route));
         }
         self.next.version += 1;
         Some(self.next)
     }
-}
-
-/// `pickupTopicRouteData` done once per change: BrokerData of every known broker name of the topic.
-fn encode_route(snapshot: &RouteSnapshot, queue_datas: &[QueueData]) -> Option<EncodedRoute> {
-    let brokers: Vec<&BrokerData> =
-        queue_datas.iter().filter_map(|q| snapshot.brokers.get(&q.broker_name).map(|b| &**b)).collect();
-    if brokers.is_empty() {
-        return None;
-    }
-    let mut filter_servers = Vec::new();
-    for b in &brokers {
-        snapshot.filter_servers_of(b, &mut filter_servers);
-    }
-    filter_servers.sort_by(|a, b| a.0.cmp(b.0));
-    let queues: Vec<&QueueData> = queue_datas.iter().collect();
-    let parts = TopicRouteParts {
-        broker_datas: &brokers,
-        filter_servers: &filter_servers,
-        order_topic_conf: None,
-        queue_datas: &queues,
-    };
-    Some(EncodedRoute {
-        fastjson: parts.encode(JsonStyle::Fastjson).into(),
-        standard: parts.encode(JsonStyle::Standard).into(),
-    })
 }
 
 /// A 5.x broker's registration of `topics` (4/4 queues, perm 6) in cluster `c`, for unit tests.
@@ -404,6 +448,7 @@ pub(crate) fn test_registration(name: &str, id: i64, addr: &str, counter: i64, t
             data_version: DataVersion { counter, ..Default::default() },
             topic_configs: topics.iter().map(|t| TopicConfig::new(*t, 4, 4, 6)).collect(),
             filter_server_list: Some(vec![]),
+            topic_queue_mappings: Vec::new(),
         },
         conn_id: 1,
         now: Instant::now(),
@@ -413,6 +458,7 @@ pub(crate) fn test_registration(name: &str, id: i64, addr: &str, counter: i64, t
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::JsonStyle;
 
     fn registration(id: i64, addr: &str, counter: i64, topics: &[&str]) -> BrokerRegistration {
         test_registration("b", id, addr, counter, topics)
@@ -431,7 +477,7 @@ mod tests {
 
         /// Applies one registration; returns whether a snapshot was published.
         fn register(&mut self, r: &BrokerRegistration) -> bool {
-            let mut b = RouteBuilder::new(&self.snapshot, &mut self.index, &self.live, RouteConfig::default());
+            let mut b = RouteBuilder::new(&self.snapshot, &mut self.index, &self.live);
             b.register_broker(r).unwrap();
             match b.finish() {
                 Some(next) => {
@@ -494,7 +540,7 @@ mod tests {
     fn unregistering_last_member_clears_every_table() {
         let mut t = Table::new();
         t.register(&registration(0, "a:1", 1, &["x", "y"]));
-        let mut b = RouteBuilder::new(&t.snapshot, &mut t.index, &t.live, RouteConfig::default());
+        let mut b = RouteBuilder::new(&t.snapshot, &mut t.index, &t.live);
         b.unregister_broker(&UnregisterRequest {
             cluster: "c".into(),
             broker_addr: "a:1".into(),

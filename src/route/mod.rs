@@ -1,11 +1,12 @@
 //! The route table: immutable snapshots, the single writer that builds them, and broker liveness.
 
 pub mod builder;
+pub mod encode;
 pub mod liveness;
 pub mod snapshot;
 pub mod writer;
 
-pub use builder::{BrokerRegistration, RegisterError, RegisterResult, RouteConfig, UnregisterRequest};
+pub use builder::{BrokerRegistration, RegisterError, RegisterResult, UnregisterRequest};
 pub use liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
-pub use snapshot::RouteSnapshot;
+pub use snapshot::{RouteConfig, RouteSnapshot};
 pub use writer::{RouteHandle, RouteMutation, RouteWriter, route_table};

@@ -9,8 +9,23 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use crate::json::{self, JsonStyle};
-use crate::protocol::{BrokerData, QueueData};
+use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo};
 use crate::route::liveness::BrokerAddrKey;
+
+/// Route behaviour switches from the NameServer config; they shape the encoded routes, so they live in the
+/// snapshot and a change re-encodes what it affects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteConfig {
+    /// `deleteTopicWithBrokerRegistration`: a full registration drops the broker's topics it no longer lists.
+    pub delete_topic_with_broker_registration: bool,
+    /// `supportActingMaster`: a master-less group with acting master enabled shows its lowest slave as id 0.
+    pub support_acting_master: bool,
+    /// `orderMessageEnable`: routes carry `orderTopicConf` from KV namespace ORDER_TOPIC_CONFIG.
+    pub order_message_enable: bool,
+}
+
+/// Static-topic mappings of one topic, by broker name.
+pub type TopicMappings = BTreeMap<Arc<str>, TopicQueueMappingInfo>;
 
 /// The pre-encoded TopicRouteData of one topic.
 #[derive(Debug, Clone)]
@@ -62,10 +77,24 @@ pub struct RouteSnapshot {
     pub clusters: Arc<BTreeMap<Arc<str>, BTreeSet<Arc<str>>>>,
     /// `filterServerTable`: (cluster, broker address) → filter server addresses.
     pub filter_servers: Arc<BTreeMap<BrokerAddrKey, Vec<String>>>,
+    /// `topicQueueMappingInfoTable`: static-topic mappings; kept apart from queue data, as in Java.
+    pub mappings: imbl::HashMap<Arc<str>, Arc<TopicMappings>>,
+    /// KV namespace ORDER_TOPIC_CONFIG: topic → `brokerName:queueCount;…`.
+    pub order_topic_conf: imbl::HashMap<Arc<str>, Arc<str>>,
+    pub config: RouteConfig,
     derived: Derived,
 }
 
 impl RouteSnapshot {
+    /// An empty table with these switches and ordered-topic configs (loaded from the KV store at start).
+    pub fn new(config: RouteConfig, order_topic_conf: impl IntoIterator<Item = (String, String)>) -> Self {
+        RouteSnapshot {
+            config,
+            order_topic_conf: order_topic_conf.into_iter().map(|(k, v)| (Arc::from(k), Arc::from(v))).collect(),
+            ..Default::default()
+        }
+    }
+
     pub fn topic(&self, topic: &str) -> Option<&Arc<TopicRoute>> {
         self.topics.get(topic)
     }
@@ -82,6 +111,11 @@ impl RouteSnapshot {
     /// ClusterInfo JSON (GET_BROKER_CLUSTER_INFO), always in fastjson's default style like Java.
     pub fn cluster_info_body(&self) -> Bytes {
         self.derived.cluster_info.get_or_init(|| Bytes::from(self.encode_cluster_info())).clone()
+    }
+
+    /// Broker names of `cluster` (empty when unknown).
+    pub fn broker_names_of(&self, cluster: &str) -> impl Iterator<Item = &Arc<str>> {
+        self.clusters.get(cluster).into_iter().flatten()
     }
 
     /// TopicList JSON of every topic (GET_ALL_TOPIC_LIST_FROM_NAMESERVER).

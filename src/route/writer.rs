@@ -7,6 +7,7 @@
 //! registration can never remove it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, oneshot};
@@ -14,13 +15,18 @@ use tokio::time::Instant;
 
 use crate::protocol::QueueData;
 use crate::route::builder::{
-    BrokerRegistration, BrokerTopicIndex, RegisterError, RegisterResult, RouteBuilder, RouteConfig, UnregisterRequest,
+    BrokerRegistration, BrokerTopicIndex, RegisterError, RegisterResult, RouteBuilder, UnregisterRequest,
 };
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
-use crate::route::snapshot::RouteSnapshot;
+use crate::route::snapshot::{RouteConfig, RouteSnapshot};
 
 /// At most this many mutations go into one snapshot, so replies are never held back for long.
 const MAX_BATCH: usize = 4096;
+/// Room in the writer's queue for everything but unregistrations, which have their own cap.
+const QUEUE_CAPACITY: usize = 16 * 1024;
+
+/// Answered with a count (topics touched) once the change is visible.
+pub type Done = oneshot::Sender<usize>;
 
 pub enum RouteMutation {
     Register(Box<BrokerRegistration>, oneshot::Sender<Result<RegisterResult, RegisterError>>),
@@ -28,7 +34,28 @@ pub enum RouteMutation {
     RegisterTopic {
         topic: String,
         queue_datas: Vec<QueueData>,
-        done: oneshot::Sender<()>,
+        done: Done,
+    },
+    /// WIPE_WRITE_PERM_OF_BROKER (`wipe`) / ADD_WRITE_PERM_OF_BROKER; answers the count of topics.
+    WritePerm {
+        broker_name: String,
+        wipe: bool,
+        done: Done,
+    },
+    DeleteTopic {
+        topic: String,
+        cluster: Option<String>,
+        done: Done,
+    },
+    /// KV namespace ORDER_TOPIC_CONFIG changed for `topic`.
+    OrderTopicConf {
+        topic: String,
+        value: Option<String>,
+        done: Done,
+    },
+    SetConfig {
+        config: RouteConfig,
+        done: Done,
     },
     /// The connection closed: brokers that last registered over it are removed.
     ConnectionClosed(ConnId),
@@ -45,6 +72,9 @@ pub struct RouteHandle {
     pub snapshot: Arc<ArcSwap<RouteSnapshot>>,
     pub liveness: Arc<BrokerLiveTable>,
     tx: mpsc::Sender<RouteMutation>,
+    /// Unregistrations queued and not yet applied, capped like Java's batch unregistration queue.
+    pending_unregisters: Arc<AtomicUsize>,
+    unregister_capacity: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,28 +86,48 @@ pub enum SubmitError {
 }
 
 impl RouteHandle {
-    /// Waits for room in the queue: registrations are never dropped.
+    /// Waits for room in the queue: registrations are never dropped. (An unregistration sent this way is
+    /// counted against the cap too, but never refused; handlers use [`RouteHandle::submit_unregister`].)
     pub async fn submit(&self, m: RouteMutation) -> Result<(), SubmitError> {
-        self.tx.send(m).await.map_err(|_| SubmitError::Stopped)
+        let unregister = matches!(m, RouteMutation::Unregister(_));
+        if unregister {
+            self.pending_unregisters.fetch_add(1, Ordering::AcqRel);
+        }
+        let sent = self.tx.send(m).await.map_err(|_| SubmitError::Stopped);
+        if sent.is_err() && unregister {
+            self.pending_unregisters.fetch_sub(1, Ordering::AcqRel);
+        }
+        sent
     }
 
-    /// Queues without waiting: UNREGISTER_BROKER answers SYSTEM_ERROR when the queue is full, as Java does.
-    pub fn try_submit(&self, m: RouteMutation) -> Result<(), SubmitError> {
-        self.tx.try_send(m).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => SubmitError::QueueFull,
-            mpsc::error::TrySendError::Closed(_) => SubmitError::Stopped,
-        })
+    /// Queues an unregistration without waiting: UNREGISTER_BROKER answers SYSTEM_ERROR when
+    /// `unRegisterBrokerQueueCapacity` unregistrations are already waiting, as Java does.
+    pub fn submit_unregister(&self, req: UnregisterRequest) -> Result<(), SubmitError> {
+        let pending = self.pending_unregisters.fetch_add(1, Ordering::AcqRel);
+        let result = if pending >= self.unregister_capacity {
+            Err(SubmitError::QueueFull)
+        } else {
+            self.tx.try_send(RouteMutation::Unregister(req)).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => SubmitError::QueueFull,
+                mpsc::error::TrySendError::Closed(_) => SubmitError::Stopped,
+            })
+        };
+        if result.is_err() {
+            self.pending_unregisters.fetch_sub(1, Ordering::AcqRel);
+        }
+        result
+    }
+
+    /// Submits a mutation built around `done` and waits until it is applied and visible.
+    pub async fn apply(&self, build: impl FnOnce(Done) -> RouteMutation) -> Result<usize, SubmitError> {
+        let (done, rx) = oneshot::channel();
+        self.submit(build(done)).await?;
+        rx.await.map_err(|_| SubmitError::Stopped)
     }
 
     pub async fn register(&self, r: BrokerRegistration) -> Result<Result<RegisterResult, RegisterError>, SubmitError> {
         let (tx, rx) = oneshot::channel();
         self.submit(RouteMutation::Register(Box::new(r), tx)).await?;
-        rx.await.map_err(|_| SubmitError::Stopped)
-    }
-
-    pub async fn register_topic(&self, topic: String, queue_datas: Vec<QueueData>) -> Result<(), SubmitError> {
-        let (done, rx) = oneshot::channel();
-        self.submit(RouteMutation::RegisterTopic { topic, queue_datas, done }).await?;
         rx.await.map_err(|_| SubmitError::Stopped)
     }
 }
@@ -86,18 +136,26 @@ pub struct RouteWriter {
     snapshot: Arc<ArcSwap<RouteSnapshot>>,
     liveness: Arc<BrokerLiveTable>,
     index: BrokerTopicIndex,
-    config: RouteConfig,
     rx: mpsc::Receiver<RouteMutation>,
+    pending_unregisters: Arc<AtomicUsize>,
 }
 
-/// Creates the route table: the handle for handlers and the writer to spawn. `capacity` bounds the queue
-/// (Java's `unRegisterBrokerQueueCapacity`).
-pub fn route_table(config: RouteConfig, capacity: usize) -> (RouteHandle, RouteWriter) {
-    let (tx, rx) = mpsc::channel(capacity.max(1));
-    let snapshot = Arc::new(ArcSwap::from_pointee(RouteSnapshot::default()));
+/// Creates the route table, starting from `initial` (empty, with its switches and ordered-topic configs):
+/// the handle for handlers and the writer to spawn. At most `unregister_capacity` unregistrations wait at
+/// once (Java's `unRegisterBrokerQueueCapacity`).
+pub fn route_table(initial: RouteSnapshot, unregister_capacity: usize) -> (RouteHandle, RouteWriter) {
+    let (tx, rx) = mpsc::channel(QUEUE_CAPACITY + unregister_capacity);
+    let snapshot = Arc::new(ArcSwap::from_pointee(initial));
     let liveness = Arc::new(BrokerLiveTable::new());
-    let handle = RouteHandle { snapshot: snapshot.clone(), liveness: liveness.clone(), tx };
-    let writer = RouteWriter { snapshot, liveness, index: BrokerTopicIndex::new(), config, rx };
+    let pending_unregisters = Arc::new(AtomicUsize::new(0));
+    let handle = RouteHandle {
+        snapshot: snapshot.clone(),
+        liveness: liveness.clone(),
+        tx,
+        pending_unregisters: pending_unregisters.clone(),
+        unregister_capacity,
+    };
+    let writer = RouteWriter { snapshot, liveness, index: BrokerTopicIndex::new(), rx, pending_unregisters };
     (handle, writer)
 }
 
@@ -112,16 +170,34 @@ impl RouteWriter {
 
     fn apply(&mut self, batch: Vec<RouteMutation>) {
         let current = self.snapshot.load_full();
-        let mut builder = RouteBuilder::new(&current, &mut self.index, &self.liveness, self.config);
+        let mut builder = RouteBuilder::new(&current, &mut self.index, &self.liveness);
         let mut register_replies = Vec::new();
-        let mut topic_replies = Vec::new();
+        let mut done_replies = Vec::new();
         for m in batch {
             match m {
                 RouteMutation::Register(r, reply) => register_replies.push((reply, builder.register_broker(&r))),
-                RouteMutation::Unregister(req) => builder.unregister_broker(&req),
+                RouteMutation::Unregister(req) => {
+                    self.pending_unregisters.fetch_sub(1, Ordering::AcqRel);
+                    builder.unregister_broker(&req);
+                }
                 RouteMutation::RegisterTopic { topic, queue_datas, done } => {
                     builder.register_topic(&topic, queue_datas);
-                    topic_replies.push(done);
+                    done_replies.push((done, 0));
+                }
+                RouteMutation::WritePerm { broker_name, wipe, done } => {
+                    done_replies.push((done, builder.operate_write_perm(&broker_name, wipe)));
+                }
+                RouteMutation::DeleteTopic { topic, cluster, done } => {
+                    builder.delete_topic(&topic, cluster.as_deref());
+                    done_replies.push((done, 0));
+                }
+                RouteMutation::OrderTopicConf { topic, value, done } => {
+                    builder.set_order_topic_conf(&topic, value.as_deref());
+                    done_replies.push((done, 0));
+                }
+                RouteMutation::SetConfig { config, done } => {
+                    builder.set_config(config);
+                    done_replies.push((done, 0));
                 }
                 RouteMutation::ConnectionClosed(conn) => {
                     for key in self.liveness.registered_over(conn) {
@@ -143,8 +219,8 @@ impl RouteWriter {
         for (reply, result) in register_replies {
             let _ = reply.send(result);
         }
-        for done in topic_replies {
-            let _ = done.send(());
+        for (done, count) in done_replies {
+            let _ = done.send(count);
         }
     }
 }
@@ -171,7 +247,7 @@ mod tests {
     /// Mutations waiting together become one snapshot, and every registration is answered after it is visible.
     #[tokio::test]
     async fn queued_mutations_are_published_as_one_snapshot() {
-        let (handle, writer) = route_table(RouteConfig::default(), 64);
+        let (handle, writer) = route_table(RouteSnapshot::default(), 64);
         let mut replies = Vec::new();
         for i in 0..10 {
             let (tx, rx) = oneshot::channel();
@@ -188,18 +264,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_full_queue_refuses_without_waiting() {
-        let (handle, _writer) = route_table(RouteConfig::default(), 2);
-        let unregister = || {
-            RouteMutation::Unregister(UnregisterRequest {
-                cluster: "c".into(),
-                broker_addr: "a:1".into(),
-                broker_name: "b".into(),
-                broker_id: 0,
-            })
+    async fn unregistrations_beyond_the_cap_are_refused_without_waiting() {
+        let (handle, writer) = route_table(RouteSnapshot::default(), 2);
+        let unregister = || UnregisterRequest {
+            cluster: "c".into(),
+            broker_addr: "a:1".into(),
+            broker_name: "b".into(),
+            broker_id: 0,
         };
-        assert!(handle.try_submit(unregister()).is_ok());
-        assert!(handle.try_submit(unregister()).is_ok());
-        assert!(matches!(handle.try_submit(unregister()), Err(SubmitError::QueueFull)));
+        assert!(handle.submit_unregister(unregister()).is_ok());
+        assert!(handle.submit_unregister(unregister()).is_ok());
+        assert!(matches!(handle.submit_unregister(unregister()), Err(SubmitError::QueueFull)));
+        // Registrations still get in, and once the writer drains the queue unregistrations do too.
+        let (tx, rx) = oneshot::channel();
+        handle.submit(RouteMutation::Register(Box::new(registration("b")), tx)).await.unwrap();
+        tokio::spawn(writer.run());
+        assert!(rx.await.unwrap().is_ok());
+        assert!(handle.submit_unregister(unregister()).is_ok());
     }
 }

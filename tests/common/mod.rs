@@ -28,8 +28,15 @@ impl Drop for TestServer {
     }
 }
 
+/// 127.0.0.1, port 0, and a KV file in a fresh temporary folder (kept for the life of the test process).
 pub fn test_config() -> NamesrvConfig {
-    NamesrvConfig { bind_address: "127.0.0.1".into(), listen_port: 0, ..NamesrvConfig::default() }
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    NamesrvConfig {
+        bind_address: "127.0.0.1".into(),
+        listen_port: 0,
+        kv_config_path: dir.join("kvConfig.json").display().to_string(),
+        ..NamesrvConfig::default()
+    }
 }
 
 pub async fn start() -> TestServer {
@@ -37,7 +44,12 @@ pub async fn start() -> TestServer {
 }
 
 pub async fn start_with(config: NamesrvConfig) -> TestServer {
-    let server = NameServer::bind(config).await.expect("bind 127.0.0.1:0");
+    start_with_file(config, None).await
+}
+
+/// Starts with a `-c` file, where runtime config updates are written back.
+pub async fn start_with_file(config: NamesrvConfig, config_file: Option<std::path::PathBuf>) -> TestServer {
+    let server = NameServer::bind(config, config_file).await.expect("bind 127.0.0.1:0");
     let addr = server.local_addr().expect("local addr");
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(server.run(async {

@@ -5,8 +5,16 @@
 //! keys that only tune Java internals (thread pools, Netty buffers) are recorded and reported but have no
 //! effect. Unknown keys are warned about, not fatal.
 
+mod update;
+
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
+
+pub use update::{ConfigUpdateError, UPDATABLE_KEYS};
+
+/// The configuration handlers read: replaced whole by UPDATE_NAMESRV_CONFIG, never locked.
+pub type SharedConfig = Arc<arc_swap::ArcSwap<NamesrvConfig>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -72,11 +80,13 @@ macro_rules! namesrv_config {
         #[derive(Debug, Clone, PartialEq)]
         pub struct NamesrvConfig {
             $( $(#[$doc])* pub $field: $ty, )*
+            /// Keys of the `-c` file that rocketns does not know; kept and shown by GET_NAMESRV_CONFIG, as Java does.
+            pub extra: BTreeMap<String, String>,
         }
 
         impl Default for NamesrvConfig {
             fn default() -> Self {
-                NamesrvConfig { $( $field: $default, )* }
+                NamesrvConfig { $( $field: $default, )* extra: BTreeMap::new() }
             }
         }
 
@@ -97,11 +107,16 @@ macro_rules! namesrv_config {
                 }
             }
 
-            /// Every key with its value, sorted by key.
-            pub fn entries(&self) -> BTreeMap<&'static str, String> {
-                let mut m = BTreeMap::new();
-                $( m.insert($key, self.$field.render()); )*
+            /// Every key with its value (unknown `-c` keys included), sorted by key.
+            pub fn entries(&self) -> BTreeMap<String, String> {
+                let mut m = self.extra.clone();
+                $( m.insert($key.to_string(), self.$field.render()); )*
                 m
+            }
+
+            /// Whether rocketns knows the key.
+            pub fn is_known_key(key: &str) -> bool {
+                matches!(key, $( $key )|*)
             }
         }
     };
@@ -177,6 +192,7 @@ impl NamesrvConfig {
         for (key, value) in props {
             if !self.set(&key, &value)? {
                 tracing::warn!(key = %key, file = %origin, "unknown config key ignored");
+                self.extra.insert(key.clone(), value);
                 unknown.push(key);
             }
         }
@@ -214,9 +230,10 @@ impl NamesrvConfig {
         Ok(config)
     }
 
-    /// `key=value` lines sorted by key (what `-p` prints).
+    /// `key=value` lines sorted by key: what `-p` prints, GET_NAMESRV_CONFIG answers, and an update writes back
+    /// to the `-c` file. Backslashes are escaped so that the text reads back as the same values.
     pub fn to_properties_text(&self) -> String {
-        self.entries().into_iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+        self.entries().into_iter().map(|(k, v)| format!("{k}={}\n", v.replace('\\', "\\\\"))).collect()
     }
 }
 

@@ -1,0 +1,201 @@
+//! The KV config store (Java's `KVConfigManager`): namespace → key → value, kept in memory and persisted to
+//! `kvConfigPath` in Java's file format, `{"configTable":{ns:{k:v}}}`.
+//!
+//! Every change rewrites the file atomically and is acknowledged only once it is on disk, so a crash at any
+//! moment leaves a file that parses and holds every acknowledged write.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::Deserialize;
+
+use crate::json::{self, JsonStyle};
+
+/// The namespace of ordered-topic configs (`NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
+pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
+
+type Table = BTreeMap<String, BTreeMap<String, String>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    #[error("cannot read KV config file {path}: {message}")]
+    Load { path: String, message: String },
+    #[error("cannot write KV config file {path}: {source}")]
+    Persist { path: String, source: std::io::Error },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KvFile {
+    #[serde(default)]
+    config_table: BTreeMap<String, BTreeMap<String, Option<String>>>,
+}
+
+pub struct KvConfigStore {
+    path: PathBuf,
+    table: RwLock<Table>,
+    /// Serializes file writes; held while the table is encoded and written.
+    persist_lock: Mutex<()>,
+}
+
+impl KvConfigStore {
+    /// Loads `path`; a missing file is an empty store, a malformed one is an error (as in Java).
+    pub fn load(path: &Path) -> Result<Self, KvError> {
+        let table = match std::fs::read(path) {
+            Ok(bytes) => {
+                let file: KvFile = crate::protocol::lenient::from_fastjson_slice(&bytes)
+                    .map_err(|e| KvError::Load { path: path.display().to_string(), message: e.to_string() })?;
+                file.config_table
+                    .into_iter()
+                    .map(|(ns, kv)| (ns, kv.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()))
+                    .collect()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Table::new(),
+            Err(e) => return Err(KvError::Load { path: path.display().to_string(), message: e.to_string() }),
+        };
+        Ok(KvConfigStore { path: path.to_path_buf(), table: RwLock::new(table), persist_lock: Mutex::new(()) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, namespace: &str, key: &str) -> Option<String> {
+        self.read().get(namespace).and_then(|kv| kv.get(key)).cloned()
+    }
+
+    /// The whole namespace, or `None` when it was never created.
+    pub fn namespace(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
+        self.read().get(namespace).cloned()
+    }
+
+    /// Stores the pair and persists; returns once the file holds it.
+    pub async fn put(self: &Arc<Self>, namespace: &str, key: &str, value: &str) -> Result<(), KvError> {
+        self.write().entry(namespace.to_string()).or_default().insert(key.to_string(), value.to_string());
+        self.persist().await
+    }
+
+    /// Removes the key (the namespace stays, possibly empty) and persists. Returns whether it existed.
+    pub async fn delete(self: &Arc<Self>, namespace: &str, key: &str) -> Result<bool, KvError> {
+        let existed = self.write().get_mut(namespace).is_some_and(|kv| kv.remove(key).is_some());
+        if existed {
+            self.persist().await?;
+        }
+        Ok(existed)
+    }
+
+    async fn persist(self: &Arc<Self>) -> Result<(), KvError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.persist_blocking())
+            .await
+            .map_err(|e| KvError::Persist { path: self.path.display().to_string(), source: std::io::Error::other(e) })?
+    }
+
+    fn persist_blocking(&self) -> Result<(), KvError> {
+        let _guard = self.persist_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let contents = encode_kv_file(&self.read());
+        crate::fsutil::write_atomically(&self.path, &contents)
+            .map_err(|source| KvError::Persist { path: self.path.display().to_string(), source })
+    }
+
+    pub fn entry_count(&self) -> usize {
+        self.read().values().map(BTreeMap::len).sum()
+    }
+}
+
+fn write_string_map(out: &mut Vec<u8>, map: &BTreeMap<String, String>) {
+    out.push(b'{');
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json::write_key(out, k);
+        json::write_str(out, v, JsonStyle::Fastjson);
+    }
+    out.push(b'}');
+}
+
+/// `KVConfigSerializeWrapper`: `{"configTable":{"ns":{"k":"v"}}}`.
+fn encode_kv_file(table: &Table) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(b"{\"configTable\":{");
+    for (i, (ns, kv)) in table.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json::write_key(&mut out, ns);
+        write_string_map(&mut out, kv);
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// `KVTable`: `{"table":{"k":"v"}}`.
+pub fn encode_kv_table(kv: &BTreeMap<String, String>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(b"{\"table\":");
+    write_string_map(&mut out, kv);
+    out.push(b'}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// KVConfigSerializeWrapperTest#testEncodeAndDecode: the file format round-trips.
+    #[test]
+    fn file_format_round_trips() {
+        let mut table = Table::new();
+        let ns = table.entry("ORDER_TOPIC_CONFIG".to_string()).or_default();
+        ns.insert("a".into(), "broker-a:4".into());
+        ns.insert("b".into(), "broker-b:4".into());
+        ns.insert("c".into(), "x\"y".into());
+        let bytes = encode_kv_file(&table);
+        assert_eq!(
+            std::str::from_utf8(&bytes).unwrap(),
+            r#"{"configTable":{"ORDER_TOPIC_CONFIG":{"a":"broker-a:4","b":"broker-b:4","c":"x\"y"}}}"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kvConfig.json");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(*KvConfigStore::load(&path).unwrap().read(), table);
+    }
+
+    /// KVConfigManagerTest#testPutKVConfig and #testDeleteKVConfig.
+    #[tokio::test]
+    async fn put_get_delete_and_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("namesrv").join("kvConfig.json");
+        let store = Arc::new(KvConfigStore::load(&path).unwrap());
+        store.put(ORDER_TOPIC_CONFIG, "UnitTest", "test").await.unwrap();
+        assert!(store.namespace(ORDER_TOPIC_CONFIG).is_some());
+        assert_eq!(store.get(ORDER_TOPIC_CONFIG, "UnitTest").as_deref(), Some("test"));
+        assert!(!store.delete("absent-namespace", "UnitTest").await.unwrap());
+        assert!(store.namespace("absent-namespace").is_none());
+        assert!(store.delete(ORDER_TOPIC_CONFIG, "UnitTest").await.unwrap());
+        assert_eq!(store.get(ORDER_TOPIC_CONFIG, "UnitTest"), None);
+        assert_eq!(store.namespace(ORDER_TOPIC_CONFIG), Some(BTreeMap::new()), "the namespace stays");
+        store.put("ns", "k", "v").await.unwrap();
+        let reloaded = KvConfigStore::load(&path).unwrap();
+        assert_eq!(reloaded.get("ns", "k").as_deref(), Some("v"));
+        assert_eq!(reloaded.entry_count(), 1);
+    }
+
+    #[test]
+    fn malformed_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kvConfig.json");
+        std::fs::write(&path, b"{\"configTable\":").unwrap();
+        assert!(KvConfigStore::load(&path).is_err());
+    }
+}

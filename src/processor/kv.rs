@@ -1,0 +1,62 @@
+//! KV config: PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE.
+//!
+//! A change is acknowledged once it is on disk; a change of namespace ORDER_TOPIC_CONFIG also re-encodes that
+//! topic's route before the reply.
+
+use bytes::Bytes;
+
+use super::{Processor, required, success};
+use crate::error::RequestError;
+use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
+use crate::remoting::RemotingCommand;
+use crate::route::RouteMutation;
+
+fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError> {
+    match (req.ext("namespace"), req.ext("key")) {
+        (Some(ns), Some(key)) => Ok((ns, key)),
+        _ => Err(RequestError::KvNamespaceOrKeyNull),
+    }
+}
+
+async fn sync_order_topic_conf(p: &Processor, namespace: &str, key: &str) -> Result<(), RequestError> {
+    if namespace == ORDER_TOPIC_CONFIG {
+        let (topic, value) = (key.to_string(), p.kv.get(namespace, key));
+        p.routes.apply(|done| RouteMutation::OrderTopicConf { topic, value, done }).await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn put_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    let (namespace, key) = namespace_and_key(req)?;
+    let value = req.ext("value").ok_or(RequestError::KvValueNull)?;
+    p.kv.put(namespace, key, value).await.map_err(|e| RequestError::Persist(e.to_string()))?;
+    sync_order_topic_conf(p, namespace, key).await?;
+    Ok(success())
+}
+
+pub(super) fn get_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    let namespace = req.ext("namespace").unwrap_or("null");
+    let key = req.ext("key").unwrap_or("null");
+    let value =
+        p.kv.get(namespace, key)
+            .ok_or_else(|| RequestError::KvNotFound { namespace: namespace.to_string(), key: key.to_string() })?;
+    let mut resp = success();
+    resp.ext_fields = Some([("value", value)].into_iter().collect());
+    Ok(resp)
+}
+
+/// Always SUCCESS, as in Java, whether the key existed or not.
+pub(super) async fn delete_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    let (namespace, key) = namespace_and_key(req)?;
+    p.kv.delete(namespace, key).await.map_err(|e| RequestError::Persist(e.to_string()))?;
+    sync_order_topic_conf(p, namespace, key).await?;
+    Ok(success())
+}
+
+pub(super) fn get_kv_list_by_namespace(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    let namespace = required(req, "namespace")?;
+    let table = p.kv.namespace(namespace).ok_or_else(|| RequestError::KvNamespaceNotFound(namespace.to_string()))?;
+    let mut resp = success();
+    resp.body = Bytes::from(encode_kv_table(&table));
+    Ok(resp)
+}

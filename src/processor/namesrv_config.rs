@@ -1,0 +1,46 @@
+//! GET_NAMESRV_CONFIG and UPDATE_NAMESRV_CONFIG.
+//!
+//! An update is checked whole against the allow-list (see `config::update`), applied live, and written back
+//! only to the file given with `-c`: no request ever decides where a file is written.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{Processor, route_config, success};
+use crate::error::RequestError;
+use crate::remoting::RemotingCommand;
+use crate::route::RouteMutation;
+
+/// Sorted `key=value` lines; always a body, since Java's admin client reads it unconditionally.
+pub(super) fn get_config(p: &Processor) -> RemotingCommand {
+    let mut resp = success();
+    resp.body = Bytes::from(p.config.load().to_properties_text());
+    resp
+}
+
+pub(super) async fn update_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+    if req.body.is_empty() {
+        return Ok(success());
+    }
+    let text = std::str::from_utf8(&req.body)
+        .map_err(|_| RequestError::ConfigUpdate(crate::config::ConfigUpdateError::Unparsable))?;
+    let _serialized = p.config_update.lock().await;
+    let current = p.config.load_full();
+    let next = current.with_remote_update(text)?;
+    if let Some(path) = &p.config_file {
+        let contents = next.to_properties_text();
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || crate::fsutil::write_atomically(&path, contents.as_bytes()))
+            .await
+            .map_err(|e| RequestError::Persist(e.to_string()))?
+            .map_err(|e| RequestError::Persist(format!("cannot write the config file: {e}")))?;
+    }
+    let routes = route_config(&next);
+    p.config.store(Arc::new(next));
+    if routes != route_config(&current) {
+        p.routes.apply(|done| RouteMutation::SetConfig { config: routes, done }).await?;
+    }
+    tracing::info!(update = %text.trim(), "name server config updated");
+    Ok(success())
+}
