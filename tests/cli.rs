@@ -1,8 +1,9 @@
 //! The `rocketns` binary: `-p`, `--help`, `-c` files, start-up on the configured address, and a clean stop on
 //! SIGTERM and SIGINT. Runs the real executable; it listens on 127.0.0.1 with port 0.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::time::Duration;
 
 fn rocketns() -> Command {
@@ -56,35 +57,11 @@ fn serve_and_stop(signal: &str) {
         "bindAddress=127.0.0.1\nlistenPort=0\nkvConfigPath={}\n",
         dir.path().join("kvConfig.json").display()
     ));
-    let mut child = rocketns()
-        .arg("-c")
-        .arg(file.path())
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let logs = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(logs).lines();
-    let addr = loop {
-        let line = lines.next().expect("boot line").expect("read");
-        if let Some(rest) = line.split("The Name Server boot success. serializeType=JSON, address ").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
+    let (mut child, addr) = common::spawn_binary(file.path());
     let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let header = br#"{"code":106,"flag":0,"language":"JAVA","opaque":9,"version":479}"#;
-    let mut frame = ((4 + header.len()) as u32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
-    frame.extend_from_slice(header);
-    std::io::Write::write_all(&mut stream, &frame).unwrap();
-    let mut len = [0u8; 4];
-    std::io::Read::read_exact(&mut stream, &mut len).expect("a reply");
-    let mut rest = vec![0u8; u32::from_be_bytes(len) as usize];
-    std::io::Read::read_exact(&mut stream, &mut rest).unwrap();
-    assert!(rest.ends_with(br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#));
+    let reply = common::blocking_request(&mut stream, &common::request(106, &[])).expect("a reply");
+    assert_eq!(&reply.body[..], br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
     let status = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status().unwrap();
     assert!(status.success());
     let code = child.wait().expect("wait");

@@ -185,8 +185,16 @@ async fn refused_config_updates_change_nothing() {
         ("serverWorkerThreads=1", 16, "config key serverWorkerThreads can only be set at start-up (in the -c file)"),
         ("frameMaxLength=99999999999", 16, "config key frameMaxLength can only be set at start-up (in the -c file)"),
         ("noSuchKey=1", 16, "unknown config key noSuchKey"),
-        ("enableTopicList=false\\n* * * * * root touch /tmp/pwned", 1, "the value of config key enableTopicList contains a line break"),
-        ("scanNotActiveBrokerInterval=often", 1, "invalid value \"often\" for scanNotActiveBrokerInterval: expected an integer"),
+        (
+            "enableTopicList=false\\n* * * * * root touch /tmp/pwned",
+            1,
+            "the value of config key enableTopicList contains a line break",
+        ),
+        (
+            "scanNotActiveBrokerInterval=often",
+            1,
+            "invalid value \"often\" for scanNotActiveBrokerInterval: expected an integer",
+        ),
     ];
     for (text, code, remark) in cases {
         let resp = c.request(update_config(text)).await;

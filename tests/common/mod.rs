@@ -258,3 +258,43 @@ pub fn queue_perm(route: &serde_json::Value, name: &str) -> i64 {
     let q = route["queueDatas"].as_array().expect("queueDatas");
     q.iter().find(|q| q["brokerName"] == name).expect("queue data present")["perm"].as_i64().expect("perm")
 }
+
+/// The real `rocketns` binary, started with a `-c` file holding `properties` (which should say
+/// `bindAddress=127.0.0.1` and `listenPort=0`); returns it with the address from its boot line.
+pub fn spawn_binary(config_file: &std::path::Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rocketns"))
+        .arg("-c")
+        .arg(config_file)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn rocketns");
+    let logs = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(logs).lines();
+    let addr = loop {
+        let line = lines.next().expect("a boot line").expect("read stderr");
+        if let Some(rest) = line.split("The Name Server boot success. serializeType=JSON, address ").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    // Keep draining the logs so that the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+/// One request over a blocking socket; `None` when the connection broke.
+pub fn blocking_request(stream: &mut std::net::TcpStream, cmd: &RemotingCommand) -> Option<RemotingCommand> {
+    use std::io::{Read, Write};
+    let mut out = BytesMut::new();
+    cmd.encode(SerializeType::Json, &mut out);
+    stream.write_all(&out).ok()?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let mut frame = BytesMut::from(&len[..]);
+    frame.resize(4 + u32::from_be_bytes(len) as usize, 0);
+    stream.read_exact(&mut frame[4..]).ok()?;
+    let raw = FrameDecoder::default().decode(&mut frame).ok()??;
+    decode_command(raw).ok()
+}
