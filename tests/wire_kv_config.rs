@@ -135,12 +135,10 @@ fn update_config(text: &str) -> rocketns::remoting::RemotingCommand {
     r
 }
 
-fn config_text(c: &mut Client) -> impl std::future::Future<Output = String> + '_ {
-    async move {
-        let resp = c.request(request(319, &[])).await;
-        assert_eq!(resp.code, 0);
-        String::from_utf8(resp.body.to_vec()).unwrap()
-    }
+async fn config_text(c: &mut Client) -> String {
+    let resp = c.request(request(319, &[])).await;
+    assert_eq!(resp.code, 0);
+    String::from_utf8(resp.body.to_vec()).unwrap()
 }
 
 /// RequestProcessorTest#testGetConfig and #testUpdateConfig, and GET_NAMESRV_CONFIG's sorted lines.
