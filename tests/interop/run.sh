@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Real RocketMQ software against rocketns: the rocketmq-rust broker (crates.io rocketmq-broker 1.0.0) registers
 # with rocketns, and a program built on rocketmq-client-rust 1.0.0 (tests/interop/client) creates a topic,
-# sends and consumes 1,000 messages, shows TBW102 auto-creation, and checks that rocketns drops the broker's
-# routes once the broker stops.
+# sends and consumes 1,000 messages, shows TBW102 auto-creation, runs the admin API against rocketns (cluster
+# info, topic list, KV, config, write permission), and checks that rocketns drops the broker's routes once the
+# broker stops.
 #
 # The third-party binaries dial the machine's own interface address, so everything runs inside a private
 # network namespace that has only loopback (see ../shared/interop.md). Needs root (CI runs as root).
@@ -35,10 +36,10 @@ inner() {
         local log="$work/client-$((pass + fail)).log"
         # The client's own tracing goes to its log file; its findings (plain lines) are shown.
         if HOME="$work" timeout 240 "$client" "$@" > "$log" 2>&1; then
-            grep -aE '^(route of|cluster info|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
+            grep -aE '^(route of|cluster info|topic list|KV|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
             pass=$((pass + 1))
         else
-            grep -aE '^(route of|cluster info|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
+            grep -aE '^(route of|cluster info|topic list|KV|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
             echo "--- client log (tail)"; tail -n 30 "$log" | cut -c1-400
             fail=$((fail + 1))
             echo "interop check failed: $what"
@@ -90,6 +91,7 @@ TOML
     check "TBW102 is routed (registered by the broker with autoCreateTopicEnable)" route "$NS_ADDR" TBW102 present 30
     check "create a topic through the broker, send and consume 1000 messages" produce-consume "$NS_ADDR" InteropTopic 1000
     check "a producer sends to an uncreated topic via TBW102; its route appears" auto-create "$NS_ADDR" AutoCreatedTopic
+    check "admin API: cluster info, topic list, KV, config, write permission" admin "$NS_ADDR" broker-a InteropTopic
     echo "--- stopping the broker (SIGTERM)"
     kill -TERM "$broker_pid" 2>/dev/null || true
     for _ in $(seq 150); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.2; done

@@ -7,7 +7,9 @@
 //!   send COUNT messages and consume every one of them back;
 //! - `auto-create NS TOPIC`: send to a topic nobody created (the client falls back to TBW102's route and the
 //!   broker creates the topic), then wait until the NameServer routes TOPIC;
-//! - `route NS TOPIC present|absent SECS`: wait until TOPIC's route is in that state.
+//! - `route NS TOPIC present|absent SECS`: wait until TOPIC's route is in that state;
+//! - `admin NS BROKER TOPIC`: the admin API against the NameServer: cluster info, topic list, KV put/get/
+//!   list/delete, NameServer config, and wiping and restoring BROKER's write permission on TOPIC.
 //! Exit status 0 means the check held; the last line printed says what was seen.
 
 use std::collections::{HashMap, HashSet};
@@ -15,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rocketmq_client_rust::{
-    ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig, ConsumeConcurrentlyContext,
-    ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer,
-    MessageListenerConcurrently, RouteAdmin, TopicAdmin,
+    BrokerAdmin, ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer, DefaultMQPushConsumer,
+    MQPushConsumer, MessageListenerConcurrently, RouteAdmin, TopicAdmin,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
@@ -198,6 +200,69 @@ async fn auto_create(rt: &Runtime, ns: &str, topic: &str) -> Result<(), Failure>
     outcome
 }
 
+fn check(ok: bool, what: String) -> Result<(), Failure> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what.into())
+    }
+}
+
+/// The perm of `broker`'s queues for `topic`, as the NameServer routes it.
+async fn queue_perm(admin: &DefaultMQAdminExt, topic: &str, broker: &str) -> Result<i32, Failure> {
+    let route = admin.examine_topic_route_info(topic.to_string().into()).await?.ok_or("no route")?;
+    let q = route.queue_datas.iter().find(|q| q.broker_name.as_str() == broker).ok_or("no queue data")?;
+    Ok(q.perm as i32)
+}
+
+async fn admin_checks(rt: &Runtime, ns: &str, broker: &str, topic: &str) -> Result<(), Failure> {
+    let admin = admin(rt, ns).await?;
+    let info = admin.examine_broker_cluster_info().await?;
+    let brokers = info.broker_addr_table.as_ref().ok_or("no brokerAddrTable")?;
+    let data = brokers.iter().find(|(k, _)| k.as_str() == broker).ok_or("broker missing from cluster info")?.1;
+    let master = data.broker_addrs().get(&0).map(|a| a.to_string());
+    check(master.as_deref() == Some("127.0.0.1:10911"), format!("master address {master:?}"))?;
+    let clusters = info.cluster_addr_table.as_ref().ok_or("no clusterAddrTable")?;
+    let members = clusters.iter().find(|(k, _)| k.as_str() == data.cluster()).ok_or("cluster missing")?.1;
+    check(members.iter().any(|m| m.as_str() == broker), format!("cluster members {members:?}"))?;
+    println!("cluster info: {} in {} at {master:?}", broker, data.cluster());
+
+    let list = TopicAdmin::fetch_all_topic_list(&admin).await?;
+    for wanted in [topic, "TBW102"] {
+        check(list.topic_list.iter().any(|t| t.as_str() == wanted), format!("topic list lacks {wanted}"))?;
+    }
+    println!("topic list: {} topics, {topic} and TBW102 among them", list.topic_list.len());
+
+    admin.put_kv_config("interop".into(), "k1".into(), "v1".into()).await;
+    let value = admin.get_kv_config("interop".into(), "k1".into()).await?;
+    check(value.as_str() == "v1", format!("get_kv_config returned {value:?}"))?;
+    let table = admin.get_kv_list_by_namespace("interop".into()).await?;
+    check(table.table.get("k1").map(|v| v.as_str()) == Some("v1"), format!("KV list {:?}", table.table))?;
+    admin.delete_kv_config("interop".into(), "k1".into()).await?;
+    // This client maps QUERY_NOT_FOUND to an empty value.
+    let gone = admin.get_kv_config("interop".into(), "k1".into()).await;
+    check(matches!(&gone, Ok(v) if v.is_empty()) || gone.is_err(), format!("deleted key still read back: {gone:?}"))?;
+    println!("KV: put, get, list and delete round-trip");
+
+    let config = admin.get_name_server_config(vec![ns.to_string().into()]).await?;
+    let port = config
+        .values()
+        .next()
+        .and_then(|c| c.iter().find(|(k, _)| k.as_str() == "listenPort"))
+        .map(|(_, v)| v.to_string());
+    check(port.as_deref() == Some("9876"), format!("listenPort {port:?} in {config:?}"))?;
+    println!("NameServer config: listenPort={}", port.unwrap_or_default());
+
+    let wiped = admin.wipe_write_perm_of_broker(ns.to_string().into(), broker.to_string().into()).await?;
+    let perm = queue_perm(&admin, topic, broker).await?;
+    check(wiped > 0 && perm & 2 == 0, format!("wipe touched {wiped}, perm now {perm}"))?;
+    let added = admin.add_write_perm_of_broker(ns.to_string().into(), broker.to_string().into()).await?;
+    let perm = queue_perm(&admin, topic, broker).await?;
+    check(added == wiped && perm == 6, format!("add touched {added}, perm now {perm}"))?;
+    println!("write permission: wiped on {wiped} topics, then restored (perm {perm})");
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -214,6 +279,7 @@ async fn main() {
         "wait-broker" => wait_broker(&rt, &arg(1), &arg(2), secs(3)).await,
         "produce-consume" => produce_consume(&rt, &arg(1), &arg(2), arg(3).parse().unwrap_or(1000)).await,
         "auto-create" => auto_create(&rt, &arg(1), &arg(2)).await,
+        "admin" => admin_checks(&rt, &arg(1), &arg(2), &arg(3)).await,
         "route" => match admin(&rt, &arg(1)).await {
             Ok(a) => wait_route(&a, &arg(2), arg(3) == "present", secs(4)).await,
             Err(e) => Err(e),
