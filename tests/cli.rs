@@ -1,5 +1,6 @@
 //! The `rocketns` binary: `-p`, `--help`, `-c` files, start-up on the configured address, and a clean stop on
-//! SIGTERM and SIGINT. Runs the real executable; it listens on 127.0.0.1 with port 0.
+//! SIGTERM and SIGINT. Runs the real executable; it listens on 127.0.0.1 with port 0. These stand for Java's
+//! NamesrvStartupTest (#testBuildCommandlineOptions, #testGetProperties, #testStart, #testShutdown).
 
 mod common;
 

@@ -388,3 +388,20 @@ async fn unregistration_queue_full() {
     assert!(codes.contains(&1), "refused beyond the cap while the writer has not run: {codes:?}");
     assert_eq!(c.request(unregister_request(&broker_a())).await.code, 0, "room again once drained");
 }
+
+/// RequestProcessorTest's fixture and #testGetRouteInfoByTopic: broker id 1234 is the group's lowest, so it
+/// counts as a prime slave and its topics are routed (read-only: acting master is allowed by the header).
+#[tokio::test]
+async fn request_processor_fixture_routes() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    let b = Broker {
+        acting_master: Some(true),
+        ..Broker::new("default-cluster", "default-broker", 1234, "127.0.0.1:10911")
+    };
+    register(&mut c, &b, dv(1), TOPICS).await;
+    let r = route(&mut c, "unit-test0").await.expect("routed");
+    assert_eq!(broker_addrs(&r, "default-broker"), vec![(1234, "127.0.0.1:10911".into())]);
+    assert_eq!(queue_perm(&r, "default-broker"), 4);
+    assert!(route(&mut c, "test").await.is_none());
+}

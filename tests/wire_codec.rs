@@ -174,6 +174,7 @@ async fn frames_split_byte_by_byte_and_pipelined_requests() {
 }
 
 /// Each of these closes its own connection without a reply; another client's routes keep being served.
+/// (BrokerHousekeepingServiceTest#testOnChannelException: a connection failing is harmless to the rest.)
 #[tokio::test]
 async fn undecodable_frames_close_only_their_connection() {
     let server = start().await;

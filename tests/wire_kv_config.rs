@@ -156,6 +156,10 @@ async fn get_and_update_config() {
     assert!(config_text(&mut c).await.contains("enableTopicList=false\n"));
     let resp = c.request(request(224, &[("cluster", "c")])).await;
     assert_eq!((resp.code, resp.remark.as_deref()), (1, Some("disable")), "applied at once");
+    let mut garbled = request(318, &[]);
+    garbled.body = Bytes::from_static(b"enableTopicList=\xff\xfe");
+    let resp = c.request(garbled).await;
+    assert_eq!((resp.code, resp.remark.as_deref()), (1, Some("string2Properties error")));
     let mut empty = request(318, &[]);
     empty.body = Bytes::new();
     assert_eq!(c.request(empty).await.code, 0, "no body: nothing to do");

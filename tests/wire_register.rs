@@ -210,7 +210,8 @@ async fn closed_connection_removes_its_brokers() {
     wait_route_gone(&mut observer, "TopicA").await;
 }
 
-/// A client connection closing (no broker registered over it) changes nothing.
+/// BrokerHousekeepingServiceTest#testOnChannelClose (and, with the idle test of wire_liveness.rs,
+/// #testOnChannelIdle): a connection that registered no broker closing changes nothing.
 #[tokio::test]
 async fn client_connection_close_is_harmless() {
     let server = start().await;

@@ -523,6 +523,33 @@ mod tests {
         assert!(std::str::from_utf8(&body).unwrap().contains("\"writeQueueNums\":8"));
     }
 
+    /// A KV change of ORDER_TOPIC_CONFIG re-encodes that topic only; switching `orderMessageEnable` re-encodes
+    /// the ordered topics only.
+    #[test]
+    fn order_topic_conf_reencodes_one_topic() {
+        let mut t = Table::new();
+        t.snapshot.config.order_message_enable = true;
+        t.register(&registration(0, "a:1", 1, &["x", "y", "z"]));
+        let before = t.snapshot.clone();
+        let mut b = RouteBuilder::new(&t.snapshot, &mut t.index, &t.live);
+        b.set_order_topic_conf("y", Some("b:4"));
+        let next = b.finish().unwrap();
+        for name in ["x", "y", "z"] {
+            assert_eq!(Arc::ptr_eq(before.topic(name).unwrap(), next.topic(name).unwrap()), name != "y", "{name}");
+        }
+        let body = next.route_body("y", JsonStyle::Standard).unwrap();
+        assert!(std::str::from_utf8(&body).unwrap().contains(r#""orderTopicConf":"b:4""#));
+        let mut b = RouteBuilder::new(&next, &mut t.index, &t.live);
+        b.set_config(RouteConfig { order_message_enable: false, ..next.config });
+        let off = b.finish().unwrap();
+        assert!(Arc::ptr_eq(next.topic("x").unwrap(), off.topic("x").unwrap()));
+        assert!(
+            !std::str::from_utf8(&off.route_body("y", JsonStyle::Standard).unwrap())
+                .unwrap()
+                .contains("orderTopicConf")
+        );
+    }
+
     #[test]
     fn a_slave_joining_reencodes_its_brokers_topics_only() {
         let mut t = Table::new();
