@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
 use crate::protocol::{BrokerData, QueueData, RegisterBrokerBody};
+use crate::route::FastHasher;
 use crate::route::encode::encode_route;
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, ConnId, DEFAULT_BROKER_TIMEOUT};
 use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
@@ -56,15 +57,53 @@ pub struct UnregisterRequest {
     pub broker_id: i64,
 }
 
-/// Broker name → topics with queue data of that broker: lets a broker change re-encode only its topics.
-pub type BrokerTopicIndex = HashMap<Arc<str>, HashSet<Arc<str>>>;
+/// A broker's queue settings for one topic: QueueData without the broker name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub read_queue_nums: i32,
+    pub write_queue_nums: i32,
+    pub perm: i32,
+    pub topic_sys_flag: i32,
+}
+
+impl QueueConfig {
+    fn of(q: &QueueData) -> Self {
+        QueueConfig {
+            read_queue_nums: q.read_queue_nums,
+            write_queue_nums: q.write_queue_nums,
+            perm: q.perm,
+            topic_sys_flag: q.topic_sys_flag,
+        }
+    }
+
+    fn for_broker(self, broker_name: Arc<str>) -> QueueData {
+        QueueData {
+            broker_name,
+            read_queue_nums: self.read_queue_nums,
+            write_queue_nums: self.write_queue_nums,
+            perm: self.perm,
+            topic_sys_flag: self.topic_sys_flag,
+        }
+    }
+}
+
+/// Broker name → topic → that broker's queue settings for the topic. Derived from the snapshot's queue
+/// data and kept beside it by the writer: a registration compares its topic configs here (plain hash maps)
+/// without touching the persistent maps, and a broker change finds its topics without a scan.
+pub type BrokerTopicIndex = HashMap<Arc<str>, HashMap<Arc<str>, QueueConfig, FastHasher>, FastHasher>;
+
+type TopicSet = std::collections::HashSet<Arc<str>, FastHasher>;
 
 pub struct RouteBuilder<'a> {
     next: RouteSnapshot,
     index: &'a mut BrokerTopicIndex,
     live: &'a BrokerLiveTable,
-    dirty_topics: HashSet<Arc<str>>,
-    dirty_brokers: HashSet<Arc<str>>,
+    /// Queue data of the topics changed in this batch; written to the snapshot, encoded, once, by `finish`.
+    drafts: HashMap<Arc<str>, Vec<QueueData>, FastHasher>,
+    /// Topics to re-encode although their queue data did not change (order conf, mappings, settings).
+    dirty_topics: TopicSet,
+    /// Broker groups whose BrokerData or filter servers changed: all their topics are re-encoded.
+    dirty_brokers: TopicSet,
     changed: bool,
 }
 
@@ -74,13 +113,14 @@ impl<'a> RouteBuilder<'a> {
             next: current.clone(),
             index,
             live,
-            dirty_topics: HashSet::new(),
-            dirty_brokers: HashSet::new(),
+            drafts: HashMap::default(),
+            dirty_topics: TopicSet::default(),
+            dirty_brokers: TopicSet::default(),
             changed: false,
         }
     }
 
-    /// The state being built (for reading mid-batch).
+    /// The state being built (for reading mid-batch; topic queue data is final only after `finish`).
     pub fn snapshot(&self) -> &RouteSnapshot {
         &self.next
     }
@@ -94,46 +134,69 @@ impl<'a> RouteBuilder<'a> {
         }
     }
 
+    /// The topic's queue data as this batch has it so far.
+    fn queue_datas(&self, topic: &str) -> Option<&[QueueData]> {
+        match self.drafts.get(topic) {
+            Some(draft) => Some(draft),
+            None => self.next.topics.get(topic).map(|t| t.queue_datas.as_slice()),
+        }
+    }
+
+    fn queue_config(&self, topic: &str, broker: &str) -> Option<QueueConfig> {
+        self.index.get(broker).and_then(|topics| topics.get(topic)).copied()
+    }
+
+    /// The draft of `topic`, started from its published queue data on first touch.
+    fn draft(&mut self, topic: &str) -> (Arc<str>, &mut Vec<QueueData>) {
+        let key: Arc<str> = match self.drafts.get_key_value(topic) {
+            Some((k, _)) => k.clone(),
+            None => {
+                let (key, queues) = match self.next.topics.get_key_value(topic) {
+                    Some((k, route)) => (k.clone(), route.queue_datas.clone()),
+                    None => (Arc::from(topic), Vec::new()),
+                };
+                self.drafts.insert(key.clone(), queues);
+                key
+            }
+        };
+        let draft = self.drafts.get_mut(&key).expect("inserted above");
+        (key, draft)
+    }
+
     /// Inserts or replaces the queue data of `qd.broker_name` for `topic` when it differs.
     fn put_queue_data(&mut self, topic: &str, qd: QueueData) {
-        let current = self.next.topics.get(topic);
-        if current.and_then(|t| t.queue_data(&qd.broker_name)) == Some(&qd) {
+        let config = QueueConfig::of(&qd);
+        if self.queue_config(topic, &qd.broker_name) == Some(config) {
             return;
         }
-        let topic: Arc<str> =
-            self.next.topics.get_key_value(topic).map_or_else(|| Arc::from(topic), |(k, _)| k.clone());
-        let mut route = self.next.topics.get(&topic).map(|t| (**t).clone()).unwrap_or_default();
-        match route.queue_datas.binary_search_by(|q| q.broker_name.cmp(&qd.broker_name)) {
-            Ok(i) => route.queue_datas[i] = qd.clone(),
-            Err(i) => route.queue_datas.insert(i, qd.clone()),
+        let broker = qd.broker_name.clone();
+        let (key, draft) = self.draft(topic);
+        match draft.binary_search_by(|q| q.broker_name.cmp(&qd.broker_name)) {
+            Ok(i) => draft[i] = qd,
+            Err(i) => draft.insert(i, qd),
         }
-        self.index.entry(qd.broker_name.clone()).or_default().insert(topic.clone());
-        self.next.topics.insert(topic.clone(), Arc::new(route));
-        self.dirty_topics.insert(topic);
+        self.index.entry(broker).or_default().insert(key, config);
         self.changed = true;
     }
 
     /// Removes the queue data of `broker` from `topic`; the topic goes when none is left.
-    fn remove_queue_data(&mut self, topic: &Arc<str>, broker: &str) {
-        let Some(current) = self.next.topics.get(topic) else { return };
-        if current.queue_data(broker).is_none() {
+    fn remove_queue_data(&mut self, topic: &str, broker: &str) {
+        if self.queue_config(topic, broker).is_none() {
             return;
         }
-        let mut route = (**current).clone();
-        route.queue_datas.retain(|q| &*q.broker_name != broker);
-        if let Some(set) = self.index.get_mut(broker) {
-            set.remove(topic);
-            if set.is_empty() {
+        let (key, draft) = self.draft(topic);
+        draft.retain(|q| &*q.broker_name != broker);
+        if let Some(topics) = self.index.get_mut(broker) {
+            topics.remove(&key);
+            if topics.is_empty() {
                 self.index.remove(broker);
             }
         }
-        self.next.topics.insert(topic.clone(), Arc::new(route));
-        self.dirty_topics.insert(topic.clone());
         self.changed = true;
     }
 
     fn topics_of(&self, broker: &str) -> Vec<Arc<str>> {
-        self.index.get(broker).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.index.get(broker).map(|s| s.keys().cloned().collect()).unwrap_or_default()
     }
 
     /// `RouteInfoManager#registerBroker` (protocol notes §4.2).
@@ -190,26 +253,36 @@ impl<'a> RouteBuilder<'a> {
                     }
                 }
             }
+            // First pass, read-only: which topic configs differ from what this broker has in the table?
+            // A periodic re-registration finds none, having touched one plain hash map per topic.
+            let known = self.index.get(&r.broker_name);
+            let mut updates = Vec::new();
             for tc in &r.body.topic_configs {
                 let Some(topic) = tc.topic_name.as_deref() else {
                     tracing::warn!(broker = %r.broker_addr, "topic config without topicName ignored");
                     continue;
                 };
-                let missing = self.next.topics.get(topic).is_none_or(|t| t.queue_data(&r.broker_name).is_none());
-                if register_first || version_changed || missing {
-                    let mut perm = tc.perm;
-                    if is_prime_slave && acting_master {
-                        perm &= !PERM_WRITE;
-                    }
-                    let qd = QueueData {
-                        broker_name: r.broker_name.clone(),
-                        read_queue_nums: tc.read_queue_nums,
-                        write_queue_nums: tc.write_queue_nums,
-                        perm,
-                        topic_sys_flag: tc.topic_sys_flag,
-                    };
-                    self.put_queue_data(topic, qd);
+                let current = known.and_then(|topics| topics.get(topic));
+                // Java re-applies every config on a new DataVersion or a first registration, and otherwise
+                // only restores routes that are missing (so an operator's perm change survives).
+                if current.is_some() && !register_first && !version_changed {
+                    continue;
                 }
+                let mut config = QueueConfig {
+                    read_queue_nums: tc.read_queue_nums,
+                    write_queue_nums: tc.write_queue_nums,
+                    perm: tc.perm,
+                    topic_sys_flag: tc.topic_sys_flag,
+                };
+                if is_prime_slave && acting_master {
+                    config.perm &= !PERM_WRITE;
+                }
+                if current != Some(&config) {
+                    updates.push((topic, config));
+                }
+            }
+            for (topic, config) in updates {
+                self.put_queue_data(topic, config.for_broker(r.broker_name.clone()));
             }
             if version_changed || register_first {
                 for (topic, info) in &r.body.topic_queue_mappings {
@@ -257,7 +330,7 @@ impl<'a> RouteBuilder<'a> {
 
     /// `registerTopic` (REGISTER_TOPIC_IN_NAMESRV): stored as sent, but only for known broker names.
     pub fn register_topic(&mut self, topic: &str, queue_datas: Vec<QueueData>) {
-        let exists = self.next.topics.contains_key(topic);
+        let exists = self.queue_datas(topic).is_some_and(|q| !q.is_empty());
         if !exists && queue_datas.iter().any(|q| !self.next.brokers.contains_key(&q.broker_name)) {
             return;
         }
@@ -302,11 +375,11 @@ impl<'a> RouteBuilder<'a> {
             // A group that lost its master and may elect an acting one stops taking writes meanwhile.
             if acting_master && masterless {
                 for topic in self.topics_of(&req.broker_name) {
-                    if let Some(qd) = self.next.topics.get(&topic).and_then(|t| t.queue_data(&req.broker_name))
-                        && qd.is_writable()
+                    if let Some(config) = self.queue_config(&topic, &req.broker_name)
+                        && config.perm & PERM_WRITE != 0
                     {
-                        let qd = QueueData { perm: qd.perm & !PERM_WRITE, ..qd.clone() };
-                        self.put_queue_data(&topic, qd);
+                        let qd = QueueConfig { perm: config.perm & !PERM_WRITE, ..config };
+                        self.put_queue_data(&topic, qd.for_broker(req.broker_name.clone()));
                     }
                 }
             }
@@ -331,12 +404,13 @@ impl<'a> RouteBuilder<'a> {
     /// WIPE_WRITE_PERM_OF_BROKER (`wipe`) or ADD_WRITE_PERM_OF_BROKER: clears the write bit of, or sets perm 6
     /// on, every queue data of `broker`. Returns how many topics it touched, changed or not, as Java counts.
     pub fn operate_write_perm(&mut self, broker: &str, wipe: bool) -> usize {
+        let Some((name, _)) = self.index.get_key_value(broker) else { return 0 };
+        let name = name.clone();
         let topics = self.topics_of(broker);
         for topic in &topics {
-            if let Some(qd) = self.next.topics.get(topic).and_then(|t| t.queue_data(broker)) {
-                let perm = if wipe { qd.perm & !PERM_WRITE } else { PERM_READ | PERM_WRITE };
-                let qd = QueueData { perm, ..qd.clone() };
-                self.put_queue_data(topic, qd);
+            if let Some(config) = self.queue_config(topic, broker) {
+                let perm = if wipe { config.perm & !PERM_WRITE } else { PERM_READ | PERM_WRITE };
+                self.put_queue_data(topic, QueueConfig { perm, ..config }.for_broker(name.clone()));
             }
         }
         topics.len()
@@ -369,9 +443,7 @@ impl<'a> RouteBuilder<'a> {
             None => self.next.order_topic_conf.remove(&topic),
         };
         self.changed = true;
-        if self.next.topics.contains_key(&topic) {
-            self.dirty_topics.insert(topic);
-        }
+        self.dirty_topics.insert(topic);
     }
 
     /// New switches; re-encodes the topics whose routes they change.
@@ -406,24 +478,34 @@ impl<'a> RouteBuilder<'a> {
         })
     }
 
-    /// Re-encodes every topic whose route changed; `None` when nothing visible changed.
+    /// Writes the drafts into the snapshot and encodes every topic whose route changed, once each; `None`
+    /// when nothing visible changed.
     pub fn finish(mut self) -> Option<RouteSnapshot> {
         if !self.changed {
             return None;
         }
+        let mut affected = std::mem::take(&mut self.dirty_topics);
         for broker in std::mem::take(&mut self.dirty_brokers) {
             if let Some(topics) = self.index.get(&broker) {
-                self.dirty_topics.extend(topics.iter().cloned());
+                affected.extend(topics.keys().cloned());
             }
         }
-        for topic in std::mem::take(&mut self.dirty_topics) {
-            let Some(route) = self.next.topics.get(&topic) else { continue };
-            if route.queue_datas.is_empty() {
+        let mut drafts = std::mem::take(&mut self.drafts);
+        affected.extend(drafts.keys().cloned());
+        for topic in affected {
+            let queue_datas = match drafts.remove(&topic) {
+                Some(draft) => draft,
+                None => match self.next.topics.get(&topic) {
+                    Some(route) => route.queue_datas.clone(),
+                    None => continue,
+                },
+            };
+            if queue_datas.is_empty() {
                 self.next.topics.remove(&topic);
                 continue;
             }
-            let encoded = encode_route(&self.next, &topic, route);
-            let route = TopicRoute { queue_datas: route.queue_datas.clone(), encoded };
+            let mut route = TopicRoute { queue_datas, encoded: None };
+            route.encoded = encode_route(&self.next, &topic, &route);
             self.next.topics.insert(topic, Arc::new(route));
         }
         self.next.version += 1;
@@ -472,7 +554,11 @@ mod tests {
 
     impl Table {
         fn new() -> Self {
-            Table { snapshot: RouteSnapshot::default(), index: BrokerTopicIndex::new(), live: BrokerLiveTable::new() }
+            Table {
+                snapshot: RouteSnapshot::default(),
+                index: BrokerTopicIndex::default(),
+                live: BrokerLiveTable::new(),
+            }
         }
 
         /// Applies one registration; returns whether a snapshot was published.

@@ -1,5 +1,8 @@
 //! The route table: immutable snapshots, the single writer that builds them, and broker liveness.
 
+/// The hasher of every route table: fast on short strings, seeded per process.
+pub type FastHasher = foldhash::fast::RandomState;
+
 pub mod builder;
 pub mod encode;
 pub mod liveness;

@@ -24,6 +24,9 @@ pub struct RouteConfig {
     pub order_message_enable: bool,
 }
 
+/// A persistent map keyed by topic or broker name: O(1) to clone, O(log n) to change.
+pub type NameMap<V> = imbl::GenericHashMap<Arc<str>, V, crate::route::FastHasher, imbl::shared_ptr::DefaultSharedPtr>;
+
 /// Static-topic mappings of one topic, by broker name.
 pub type TopicMappings = BTreeMap<Arc<str>, TopicQueueMappingInfo>;
 
@@ -70,17 +73,17 @@ pub struct RouteSnapshot {
     /// Bumped on every publish.
     pub version: u64,
     /// `topicQueueTable`, with encoded routes.
-    pub topics: imbl::HashMap<Arc<str>, Arc<TopicRoute>>,
+    pub topics: NameMap<Arc<TopicRoute>>,
     /// `brokerAddrTable`: broker name → BrokerData.
-    pub brokers: imbl::HashMap<Arc<str>, Arc<BrokerData>>,
+    pub brokers: NameMap<Arc<BrokerData>>,
     /// `clusterAddrTable`: cluster → broker names.
     pub clusters: Arc<BTreeMap<Arc<str>, BTreeSet<Arc<str>>>>,
     /// `filterServerTable`: (cluster, broker address) → filter server addresses.
     pub filter_servers: Arc<BTreeMap<BrokerAddrKey, Vec<String>>>,
     /// `topicQueueMappingInfoTable`: static-topic mappings; kept apart from queue data, as in Java.
-    pub mappings: imbl::HashMap<Arc<str>, Arc<TopicMappings>>,
+    pub mappings: NameMap<Arc<TopicMappings>>,
     /// KV namespace ORDER_TOPIC_CONFIG: topic → `brokerName:queueCount;…`.
-    pub order_topic_conf: imbl::HashMap<Arc<str>, Arc<str>>,
+    pub order_topic_conf: NameMap<Arc<str>>,
     pub config: RouteConfig,
     derived: Derived,
 }

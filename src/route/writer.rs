@@ -155,7 +155,7 @@ pub fn route_table(initial: RouteSnapshot, unregister_capacity: usize) -> (Route
         pending_unregisters: pending_unregisters.clone(),
         unregister_capacity,
     };
-    let writer = RouteWriter { snapshot, liveness, index: BrokerTopicIndex::new(), rx, pending_unregisters };
+    let writer = RouteWriter { snapshot, liveness, index: BrokerTopicIndex::default(), rx, pending_unregisters };
     (handle, writer)
 }
 

@@ -1,0 +1,149 @@
+//! Registration and snapshot publishing costs, side by side with a bare parse of the same body.
+//!
+//! - `parse_10k`: decoding a REGISTER_BROKER body of 10k topics, and nothing else (the yardstick);
+//! - `noop_reregister_10k`: the periodic re-registration of that broker, unchanged: parse, apply, publish
+//!   nothing;
+//! - `one_topic_changed_10k`: the same with one topic's queue count changed: one topic re-encoded;
+//! - `new_broker_10k`: a second broker joining with the same 10k topics: every topic re-encoded;
+//! - `publish_one_change/{1k,10k,100k}`: one changed topic in tables of growing size: the cost follows what
+//!   changed, not the table;
+//! - `first_snapshot_100k`: building the first snapshot of 100k topics from one registration.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use rocketns::protocol::{DataVersion, RegisterBrokerBody};
+use rocketns::route::builder::{BrokerTopicIndex, RouteBuilder};
+use rocketns::route::{BrokerLiveTable, BrokerRegistration, RouteSnapshot};
+
+/// A 5.x broker's RegisterBrokerBody JSON with `topics` topics; `wide` sets topic `wide`'s queue count.
+fn body(topics: usize, counter: i64, wide: Option<usize>) -> Vec<u8> {
+    let mut table = String::with_capacity(topics * 200);
+    for i in 0..topics {
+        if i > 0 {
+            table.push(',');
+        }
+        let queues = if wide == Some(i) { 16 } else { 8 };
+        table.push_str(&format!(
+            r#""topic-{i}":{{"attributes":{{}},"order":false,"perm":6,"readQueueNums":{queues},"topicFilterType":"SINGLE_TAG","topicName":"topic-{i}","topicSysFlag":0,"writeQueueNums":{queues}}}"#
+        ));
+    }
+    format!(
+        r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{{"counter":{counter},"stateVersion":0,"timestamp":1700000000000}},"topicConfigTable":{{{table}}},"topicQueueMappingInfoMap":{{}}}}}}"#
+    )
+    .into_bytes()
+}
+
+fn registration(name: &str, body: &[u8]) -> BrokerRegistration {
+    BrokerRegistration {
+        cluster: "DefaultCluster".into(),
+        broker_addr: format!("{name}:10911").into(),
+        broker_name: name.into(),
+        broker_id: 0,
+        ha_server_addr: "".into(),
+        zone_name: None,
+        heartbeat_timeout: None,
+        enable_acting_master: Some(false),
+        body: RegisterBrokerBody::decode(body, false, 479).expect("valid body"),
+        conn_id: 1,
+        now: tokio::time::Instant::now(),
+    }
+}
+
+/// The route table after `name` registered `body`.
+struct Table {
+    snapshot: RouteSnapshot,
+    index: BrokerTopicIndex,
+    live: BrokerLiveTable,
+}
+
+impl Table {
+    fn with(name: &str, body: &[u8]) -> Table {
+        let mut t = Table {
+            snapshot: RouteSnapshot::default(),
+            index: BrokerTopicIndex::default(),
+            live: BrokerLiveTable::new(),
+        };
+        let next = t.apply(&registration(name, body));
+        t.snapshot = next.expect("first registration publishes");
+        t
+    }
+
+    /// Parses nothing: applies an already decoded registration and returns what would be published.
+    fn apply(&mut self, r: &BrokerRegistration) -> Option<RouteSnapshot> {
+        let mut b = RouteBuilder::new(&self.snapshot, &mut self.index, &self.live);
+        b.register_broker(r).expect("accepted");
+        b.finish()
+    }
+}
+
+/// Decode and apply, as the server does for each REGISTER_BROKER.
+fn register(t: &mut Table, name: &str, body: &[u8]) -> Option<RouteSnapshot> {
+    let r = registration(name, body);
+    t.apply(&r)
+}
+
+fn registration_costs(c: &mut Criterion) {
+    let unchanged = body(10_000, 1, None);
+    let changed = body(10_000, 2, Some(5_000));
+    let mut g = c.benchmark_group("registration");
+    g.sample_size(20);
+    g.bench_function("parse_10k", |b| b.iter(|| RegisterBrokerBody::decode(black_box(&unchanged), false, 479)));
+    let mut t = Table::with("broker-a", &unchanged);
+    g.bench_function("noop_reregister_10k", |b| {
+        b.iter(|| assert!(register(&mut t, "broker-a", black_box(&unchanged)).is_none()))
+    });
+    let t = Table::with("broker-a", &unchanged);
+    g.bench_function("one_topic_changed_10k", |b| {
+        b.iter_batched_ref(
+            || Table { snapshot: t.snapshot.clone(), index: t.index.clone(), live: BrokerLiveTable::new() },
+            |t| assert!(register(t, "broker-a", black_box(&changed)).is_some()),
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("new_broker_10k", |b| {
+        b.iter_batched_ref(
+            || Table { snapshot: t.snapshot.clone(), index: t.index.clone(), live: BrokerLiveTable::new() },
+            |t| assert!(register(t, "broker-b", black_box(&unchanged)).is_some()),
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+fn publish_scaling(c: &mut Criterion) {
+    let mut g = c.benchmark_group("publish_one_change");
+    g.sample_size(20);
+    for topics in [1_000usize, 10_000, 100_000] {
+        let base = Table::with("broker-a", &body(topics, 1, None));
+        // The changed topic arrives through REGISTER_TOPIC_IN_NAMESRV: one topic, no body to parse.
+        let queue = rocketns::protocol::QueueData {
+            broker_name: "broker-a".into(),
+            read_queue_nums: 16,
+            write_queue_nums: 16,
+            perm: 6,
+            topic_sys_flag: 0,
+        };
+        g.bench_with_input(BenchmarkId::from_parameter(topics), &topics, |b, _| {
+            b.iter_batched_ref(
+                || Table { snapshot: base.snapshot.clone(), index: base.index.clone(), live: BrokerLiveTable::new() },
+                |t| {
+                    let mut builder = RouteBuilder::new(&t.snapshot, &mut t.index, &t.live);
+                    builder.register_topic("topic-7", vec![queue.clone()]);
+                    black_box(builder.finish().expect("changed"))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+    let big = body(100_000, 1, None);
+    let mut g = c.benchmark_group("first_snapshot");
+    g.sample_size(10);
+    g.bench_function("100k_topics", |b| b.iter(|| black_box(Table::with("broker-a", &big).snapshot.topics.len())));
+    g.finish();
+    let _ = DataVersion::default();
+}
+
+criterion_group!(benches, registration_costs, publish_scaling);
+criterion_main!(benches);
