@@ -20,19 +20,20 @@ use crate::route::ConnId;
 const MAX_IOVECS: usize = 64;
 
 /// Replies waiting to be written: headers are encoded into `scratch`, bodies stay where they are (a route
-/// body is the snapshot's own buffer) and go out as their own slice of the vectored write.
-struct OutQueue {
+/// body is the snapshot's own buffer) and go out as their own slice of the vectored write. (Public for the
+/// load generator's echo server, which must write exactly as rocketns does.)
+pub struct OutQueue {
     serialize_type: SerializeType,
     chunks: VecDeque<Bytes>,
     scratch: BytesMut,
 }
 
 impl OutQueue {
-    fn new(serialize_type: SerializeType) -> Self {
+    pub fn new(serialize_type: SerializeType) -> Self {
         OutQueue { serialize_type, chunks: VecDeque::new(), scratch: BytesMut::new() }
     }
 
-    fn push(&mut self, resp: &RemotingCommand) {
+    pub fn push(&mut self, resp: &RemotingCommand) {
         resp.encode_head(self.serialize_type, &mut self.scratch);
         if !resp.body.is_empty() {
             self.chunks.push_back(self.scratch.split().freeze());
@@ -40,7 +41,7 @@ impl OutQueue {
         }
     }
 
-    async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    pub async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
         if !self.scratch.is_empty() {
             self.chunks.push_back(self.scratch.split().freeze());
         }

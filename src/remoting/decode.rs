@@ -1,11 +1,10 @@
 //! Decoding of request headers, JSON (`T = 0`) and ROCKETMQ binary (`T = 1`), as leniently as Java does.
 
 use bytes::{Buf, Bytes};
-use serde::Deserialize;
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::frame::{RawFrame, SerializeType};
-use crate::protocol::lenient;
+pub use super::json_header::decode_json_header;
 
 /// A header that cannot be decoded; like Java, the connection is then closed without a reply.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -18,48 +17,6 @@ pub enum HeaderError {
     NegativeLength(&'static str),
 }
 
-#[derive(Deserialize)]
-struct JsonHeader {
-    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
-    code: i32,
-    #[serde(default, rename = "extFields", deserialize_with = "ext_fields")]
-    ext_fields: Option<ExtFields>,
-    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
-    flag: i32,
-    #[serde(default, deserialize_with = "language")]
-    language: Option<LanguageCode>,
-    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
-    opaque: i32,
-    #[serde(default, deserialize_with = "lenient::opt_string")]
-    remark: Option<String>,
-    #[serde(default, deserialize_with = "lenient::i32_or_zero")]
-    version: i32,
-}
-
-fn ext_fields<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ExtFields>, D::Error> {
-    let map: Option<Vec<(String, serde_json::Value)>> =
-        Option::<serde_json::Map<String, serde_json::Value>>::deserialize(d)?.map(|m| m.into_iter().collect());
-    Ok(map.map(|entries| {
-        let mut ext = ExtFields::new();
-        for (k, v) in entries {
-            if let Some(v) = lenient::scalar_to_string(v) {
-                ext.push(k, v);
-            }
-        }
-        ext
-    }))
-}
-
-/// An unknown language name is not an error in Java: it becomes null.
-fn language<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<LanguageCode>, D::Error> {
-    let v = serde_json::Value::deserialize(d)?;
-    Ok(match v {
-        serde_json::Value::String(s) => LanguageCode::from_name(&s),
-        serde_json::Value::Number(n) => n.as_u64().and_then(|c| u8::try_from(c).ok()).and_then(LanguageCode::from_code),
-        _ => None,
-    })
-}
-
 /// Turns a frame into a command; the body is shared, not copied.
 pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
     let mut cmd = match frame.serialize_type {
@@ -68,20 +25,6 @@ pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
     };
     cmd.body = frame.body;
     Ok(cmd)
-}
-
-pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
-    let h: JsonHeader = serde_json::from_slice(header).map_err(|e| HeaderError::Json(e.to_string()))?;
-    Ok(RemotingCommand {
-        code: h.code,
-        language: h.language,
-        version: h.version,
-        opaque: h.opaque,
-        flag: h.flag,
-        remark: h.remark,
-        ext_fields: h.ext_fields,
-        body: Bytes::new(),
-    })
 }
 
 fn take_len(buf: &mut Bytes, size: usize, field: &'static str) -> Result<(), HeaderError> {

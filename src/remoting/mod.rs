@@ -3,6 +3,7 @@
 pub mod command;
 pub mod decode;
 pub mod frame;
+mod json_header;
 
 pub use command::{ExtFields, LanguageCode, RemotingCommand};
 pub use decode::{HeaderError, decode_command};

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One comparison run: the echo limit, rocketns and the rocketmq-rust NameServer (crates.io rocketmq-namesrv
+# 1.0.0) under the same loads, on this machine, in one go. Prints a markdown table and writes it, with the
+# raw JSON lines, to perf/results/. Runs inside a private network namespace with only loopback (the
+# rocketmq-rust NameServer dials the machine's interface address every 30 s); needs root.
+#
+#   perf/compare.sh                 # every scenario, 10 s each
+#   DURATION=3 perf/compare.sh      # shorter
+#   SCENARIOS="anchor churn" perf/compare.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
+OUT=${OUT:-$ROOT/perf/results}
+DURATION=${DURATION:-10}
+SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k"}
+# The load generator gets one core and the server the other (2-core machines); override on bigger ones.
+GEN_CPUS=${GEN_CPUS:-0}
+SERVER_CPUS=${SERVER_CPUS:-1}
+
+inner() {
+    ip link set lo up
+    local work; work=$(mktemp -d)
+    local loadgen="$ROOT/target/release/rocketns-loadgen"
+    local rocketns="$ROOT/target/release/rocketns"
+    local rmq; rmq=$(command -v rocketmq-namesrv-rust || echo "${CARGO_HOME:-$HOME/.cargo}/bin/rocketmq-namesrv-rust")
+    mkdir -p "$OUT" "$work/home"
+    local json="$OUT/latest.jsonl" table="$OUT/latest.md"
+    : > "$json"
+    # scenario → "brokers topics connections in_flight churn"
+    declare -A spec=(
+        [reference]="4 1000 4 16 off"
+        [anchor]="1 100 4 16 off"
+        [10k]="4 10000 4 16 off"
+        [churn]="4 1000 4 16 bump"
+        [100k]="4 100000 4 16 off"
+    )
+    start_server() { # name port → pid
+        case $1 in
+            echo) taskset -c "$SERVER_CPUS" "$loadgen" echo --listen "127.0.0.1:$2" --brokers "$3" > /dev/null 2>&1 & ;;
+            rocketns) printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-%s.json\n' "$2" "$work" "$2" > "$work/ns-$2.properties"
+                      RUST_LOG=warn taskset -c "$SERVER_CPUS" "$rocketns" -c "$work/ns-$2.properties" > "$work/rocketns.log" 2>&1 & ;;
+            rocketmq-rust) ROCKETMQ_HOME="$work/home" HOME="$work/home" taskset -c "$SERVER_CPUS" "$rmq" --listenPort "$2" --bindAddress 127.0.0.1 \
+                      --kvConfigPath "$work/rmq-kv-$2.json" --log-filter warn > "$work/rmq.log" 2>&1 & ;;
+        esac
+        echo $!
+    }
+    wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+    local port=20000
+    for scenario in $SCENARIOS; do
+        read -r brokers topics conns inflight churn <<< "${spec[$scenario]}"
+        for server in echo rocketns rocketmq-rust; do
+            port=$((port + 1))
+            local pid; pid=$(start_server "$server" "$port" "$brokers")
+            wait_port "$port" || { echo "$server did not start" >&2; continue; }
+            local line
+            line=$(taskset -c "$GEN_CPUS" "$loadgen" run --addr "127.0.0.1:$port" --brokers "$brokers" --topics "$topics" \
+                --connections "$conns" --in-flight "$inflight" --churn "$([ "$server" = echo ] && echo off || echo "$churn")" \
+                --duration "$DURATION" --warmup 1 --label "$scenario/$server" | tail -n 1) || true
+            local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+            kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+            echo "${line%\}},\"server\":\"$server\",\"scenario\":\"$scenario\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
+            echo "$scenario/$server: $line, peak RSS ${rss} kB" >&2
+        done
+    done
+    port=$((port + 1))
+    local startup
+    printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-start.json\n' "$port" "$work" > "$work/start.properties"
+    startup=$("$loadgen" startup --addr "127.0.0.1:$port" -- "$rocketns" -c "$work/start.properties" | tail -n 1)
+    python3 "$ROOT/perf/table.py" "$json" "$startup" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" > "$table"
+    cat "$table"
+}
+
+if [ "${1:-}" = inner ]; then
+    inner
+    exit
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "compare: needs root for a private network namespace (unshare --net)" >&2
+    exit 1
+fi
+if ! cargo install --list | grep -q '^rocketmq-namesrv v1\.0\.0:'; then
+    echo "compare: installing rocketmq-namesrv 1.0.0 from crates.io (several minutes on 2 cores)"
+    CARGO_TARGET_DIR="$CACHE/target" cargo install rocketmq-namesrv@1.0.0 --locked
+fi
+cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns --bin rocketns-loadgen
+exec unshare --net -- bash "${BASH_SOURCE[0]}" inner

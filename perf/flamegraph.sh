@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Profiles rocketns under the load generator and writes flamegraphs/<scenario>.svg:
+#   lookup: 4 brokers x 1000 topics, 4 connections x 16 requests in flight;
+#   churn:  the same while every broker re-registers with a new DataVersion every 100 ms.
+# Uses perf (cpu-clock sampling, frame pointers) and inferno; installs either if missing.
+#   perf/flamegraph.sh [lookup|churn ...]      DURATION=10 by default
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DURATION=${DURATION:-10}
+SCENARIOS=${*:-lookup churn}
+GEN_CPUS=${GEN_CPUS:-0}
+SERVER_CPUS=${SERVER_CPUS:-1}
+
+if ! command -v perf > /dev/null; then
+    apt-get update -qq && apt-get install -y -qq linux-perf
+fi
+if ! command -v inferno-flamegraph > /dev/null; then
+    cargo install inferno --locked
+fi
+# Frame pointers make perf's call graphs cheap and complete; a separate target dir keeps the normal build.
+RUSTFLAGS="-C force-frame-pointers=yes" cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" \
+    --target-dir "$ROOT/target/profiling" --bin rocketns --bin rocketns-loadgen
+bin="$ROOT/target/profiling/release"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+port=21000
+for scenario in $SCENARIOS; do
+    port=$((port + 1))
+    case $scenario in
+        lookup) churn=off ;;
+        churn) churn=bump ;;
+        *) echo "unknown scenario $scenario" >&2; exit 2 ;;
+    esac
+    printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv.json\n' "$port" "$work" > "$work/ns.properties"
+    RUST_LOG=warn taskset -c "$SERVER_CPUS" "$bin/rocketns" -c "$work/ns.properties" > "$work/ns.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
+    taskset -c "$GEN_CPUS" "$bin/rocketns-loadgen" run --addr "127.0.0.1:$port" --brokers 4 --topics 1000 \
+        --churn "$churn" --duration "$((DURATION + 1))" --warmup 1 --label "flamegraph/$scenario" > "$work/load.log" &
+    load=$!
+    sleep 1.5
+    perf record -e cpu-clock -F 997 -g -p "$pid" -o "$work/perf.data" -- sleep "$DURATION" 2> /dev/null
+    wait "$load" || true
+    kill "$pid"; wait "$pid" 2> /dev/null || true
+    grep -v '^{' "$work/load.log" || true
+    perf script -i "$work/perf.data" 2> /dev/null | inferno-collapse-perf > "$work/folded"
+    inferno-flamegraph --title "rocketns: $scenario ($(tail -n 1 "$work/load.log" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%d req/s, p99 %d us" % (r["rps"], r["p99_us"]))'))" \
+        < "$work/folded" > "$ROOT/flamegraphs/$scenario.svg"
+    echo "wrote flamegraphs/$scenario.svg"
+    # Where the samples end (self time), heaviest first.
+    awk '{n = $NF; $NF = ""; k = split($0, f, ";"); leaf[f[k]] += n; total += n}
+         END {for (l in leaf) printf "%5.1f%%  %s\n", 100 * leaf[l] / total, l}' "$work/folded" \
+        | sort -rn | head -n 15 | tee "$ROOT/flamegraphs/$scenario.top.txt"
+done

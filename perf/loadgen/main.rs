@@ -1,0 +1,354 @@
+//! `rocketns-loadgen`: load for any RocketMQ NameServer, and the echo server that sets the limit.
+//!
+//! - `run`: registers B brokers × T topics, then drives GET_ROUTEINFO_BY_TOPIC over C connections with P
+//!   requests in flight each (uniform or Zipf topics, a miss ratio), optionally while every broker keeps
+//!   re-registering (churn), verifies every reply, and prints requests/s and p50/p99/p99.9 latency, then a
+//!   one-line JSON summary;
+//! - `echo`: the physical limit, answering every frame with a fixed reply of a real route reply's size;
+//! - `startup`: runs a server command and measures the time from start to its first answer.
+//!
+//! See perf/README.md for how the comparison uses them.
+
+mod driver;
+mod echo;
+mod wire;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use rocketns::remoting::{RemotingCommand, SerializeType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "rocketns-loadgen", about = "Load generator for RocketMQ NameServers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Run(RunArgs),
+    Echo(EchoArgs),
+    Startup(StartupArgs),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Churn {
+    Off,
+    /// Re-register with the same DataVersion (a periodic, no-op registration).
+    Same,
+    /// Re-register with a new DataVersion each time.
+    Bump,
+}
+
+/// Register brokers and drive route lookups.
+#[derive(Args)]
+struct RunArgs {
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    addr: String,
+    #[arg(long, default_value_t = 4)]
+    brokers: usize,
+    #[arg(long, default_value_t = 1000)]
+    topics: usize,
+    /// Register a slave (broker id 1) beside each master.
+    #[arg(long)]
+    slaves: bool,
+    /// Topics per REGISTER_BROKER (a larger table is sent in parts, like Java's split registration).
+    #[arg(long, default_value_t = 10_000)]
+    split: usize,
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    #[arg(long, default_value_t = 16)]
+    in_flight: usize,
+    /// Seconds of measured load (0: only register).
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Seconds of load before measuring.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    #[arg(long)]
+    zipf: bool,
+    #[arg(long, default_value_t = 0.0)]
+    miss_ratio: f64,
+    #[arg(long, value_enum, default_value_t = Churn::Off)]
+    churn: Churn,
+    /// Milliseconds between one broker's re-registrations under churn (0: back to back).
+    #[arg(long, default_value_t = 100)]
+    churn_interval_ms: u64,
+    /// Worker threads of the load generator.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// A label for the JSON summary.
+    #[arg(long, default_value = "run")]
+    label: String,
+}
+
+/// Serve the echo limit.
+#[derive(Args)]
+struct EchoArgs {
+    #[arg(long, default_value = "127.0.0.1:9875")]
+    listen: String,
+    /// Size the reply like the route of a topic on this many broker groups.
+    #[arg(long, default_value_t = 4)]
+    brokers: usize,
+    #[arg(long)]
+    slaves: bool,
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+}
+
+/// Measure start-to-serving of a server command.
+#[derive(Args)]
+struct StartupArgs {
+    /// Where the server will answer.
+    #[arg(long)]
+    addr: String,
+    /// The command and its arguments.
+    #[arg(trailing_var_arg = true, required = true)]
+    command: Vec<String>,
+}
+
+fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    let mut b = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    b.enable_all().build().expect("tokio runtime")
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => runtime(args.threads).block_on(run(args)),
+        Command::Echo(args) => runtime(args.threads).block_on(echo_server(args)),
+        Command::Startup(args) => runtime(1).block_on(startup(args)),
+    };
+    std::process::exit(code);
+}
+
+/// Sends one request and waits for its reply (registration and probing, not the measured load).
+async fn call(stream: &mut TcpStream, cmd: &RemotingCommand) -> std::io::Result<RemotingCommand> {
+    let mut out = bytes::BytesMut::new();
+    cmd.encode(SerializeType::Json, &mut out);
+    stream.write_all(&out).await?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await?;
+    let mut frame = bytes::BytesMut::from(&len[..]);
+    frame.resize(4 + u32::from_be_bytes(len) as usize, 0);
+    stream.read_exact(&mut frame[4..]).await?;
+    let raw = tokio_util::codec::Decoder::decode(&mut rocketns::remoting::FrameDecoder::default(), &mut frame)
+        .map_err(std::io::Error::other)?
+        .ok_or_else(|| std::io::Error::other("short frame"))?;
+    rocketns::remoting::decode_command(raw).map_err(std::io::Error::other)
+}
+
+struct BrokerConn {
+    name: String,
+    id: i64,
+    addr: String,
+    stream: TcpStream,
+}
+
+/// Registers every broker (and slave) over its own connection, kept open: a NameServer drops the brokers
+/// of a closed connection.
+async fn populate(args: &RunArgs, topics: &[String]) -> Result<Vec<BrokerConn>, String> {
+    let mut conns = Vec::new();
+    for b in 0..args.brokers {
+        for id in 0..if args.slaves { 2 } else { 1 } {
+            let name = format!("broker-{b}");
+            let addr = format!("10.0.{b}.{}:10911", id + 1);
+            let mut stream = TcpStream::connect(&args.addr).await.map_err(|e| format!("connect: {e}"))?;
+            let _ = stream.set_nodelay(true);
+            for chunk in topics.chunks(args.split.max(2)) {
+                let reply = call(&mut stream, &wire::register_request(&name, id, &addr, chunk, 1))
+                    .await
+                    .map_err(|e| format!("register {name}/{id}: {e}"))?;
+                if reply.code != 0 {
+                    return Err(format!("register {name}/{id}: code {} {:?}", reply.code, reply.remark));
+                }
+            }
+            conns.push(BrokerConn { name, id, addr, stream });
+        }
+    }
+    Ok(conns)
+}
+
+/// Every broker re-registers its whole table, every `interval` (back to back when zero), until `deadline`.
+/// Returns the connection, which must stay open until the lookups are done.
+async fn churn(
+    mut conn: BrokerConn,
+    topics: Arc<Vec<String>>,
+    split: usize,
+    bump: bool,
+    interval: Duration,
+    deadline: Instant,
+    count: Arc<AtomicU64>,
+) -> BrokerConn {
+    let mut counter = 1;
+    let mut next = Instant::now();
+    while Instant::now() < deadline {
+        if !interval.is_zero() {
+            next += interval;
+            tokio::time::sleep_until(next).await;
+        }
+        if bump {
+            counter += 1;
+        }
+        for chunk in topics.chunks(split.max(2)) {
+            let req = wire::register_request(&conn.name, conn.id, &conn.addr, chunk, counter);
+            match call(&mut conn.stream, &req).await {
+                Ok(r) if r.code == 0 => {}
+                other => {
+                    eprintln!("churn registration of {} failed: {:?}", conn.name, other.map(|r| (r.code, r.remark)));
+                    return conn;
+                }
+            }
+        }
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+    conn
+}
+
+async fn lookups(args: &RunArgs, picker: &Arc<driver::TopicPicker>, seconds: f64) -> Vec<driver::ConnStats> {
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let tasks: Vec<_> = (0..args.connections)
+        .map(|c| tokio::spawn(driver::drive(args.addr.clone(), c as u64 + 1, args.in_flight, picker.clone(), deadline)))
+        .collect();
+    let mut stats = Vec::new();
+    for t in tasks {
+        if let Ok(s) = t.await {
+            stats.push(s);
+        }
+    }
+    stats
+}
+
+async fn run(args: RunArgs) -> i32 {
+    let topics: Vec<String> = (0..args.topics).map(|i| format!("topic-{i}")).collect();
+    let started = std::time::Instant::now();
+    let conns = match populate(&args, &topics).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("populate failed: {e}");
+            return 2;
+        }
+    };
+    let populate_s = started.elapsed().as_secs_f64();
+    println!("registered {} brokers x {} topics in {populate_s:.2}s", conns.len(), topics.len());
+    if args.duration <= 0.0 {
+        println!(r#"{{"label":"{}","populate_s":{populate_s:.3}}}"#, args.label);
+        return 0;
+    }
+    let topics = Arc::new(topics);
+    let picker = Arc::new(driver::TopicPicker::new(topics.to_vec(), args.zipf, args.miss_ratio));
+    let registrations = Arc::new(AtomicU64::new(0));
+    let end = Instant::now() + Duration::from_secs_f64(args.warmup + args.duration);
+    let mut kept = Vec::new();
+    let mut churning = Vec::new();
+    let interval = Duration::from_millis(args.churn_interval_ms);
+    for conn in conns {
+        if args.churn == Churn::Off {
+            kept.push(conn);
+        } else {
+            let bump = args.churn == Churn::Bump;
+            churning.push(tokio::spawn(churn(conn, topics.clone(), args.split, bump, interval, end, registrations.clone())));
+        }
+    }
+    if args.warmup > 0.0 {
+        lookups(&args, &picker, args.warmup).await;
+    }
+    let before = registrations.load(Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
+    let stats = lookups(&args, &picker, args.duration).await;
+    let elapsed = t0.elapsed().as_secs_f64();
+    let regs = registrations.load(Ordering::Relaxed) - before;
+    for task in churning {
+        if let Ok(conn) = task.await {
+            kept.push(conn);
+        }
+    }
+    let mut latency = driver::new_histogram();
+    let (mut ok, mut errors) = (0, 0);
+    for s in &stats {
+        ok += s.ok;
+        errors += s.errors;
+        let _ = latency.add(&s.latency);
+        if let Some(e) = &s.first_error {
+            eprintln!("error: {e}");
+        }
+    }
+    let rps = ok as f64 / elapsed;
+    let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "{}: {ok} replies verified, {errors} errors, {rps:.0} requests/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us{}",
+        args.label,
+        us(0.5),
+        us(0.99),
+        us(0.999),
+        if args.churn == Churn::Off { String::new() } else { format!(", {regs} full re-registrations") }
+    );
+    println!(
+        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"registrations":{regs},"populate_s":{populate_s:.3}}}"#,
+        args.label,
+        args.connections,
+        args.in_flight,
+        args.brokers,
+        args.topics,
+        us(0.5),
+        us(0.99),
+        us(0.999)
+    );
+    drop(kept);
+    if errors > 0 || ok == 0 { 1 } else { 0 }
+}
+
+async fn echo_server(args: EchoArgs) -> i32 {
+    let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cannot listen on {}: {e}", args.listen);
+            return 2;
+        }
+    };
+    let body = echo::route_body(args.brokers, args.slaves);
+    println!("echo listening on {}, {} byte replies", args.listen, body.len());
+    echo::serve(listener, body).await;
+    0
+}
+
+async fn startup(args: StartupArgs) -> i32 {
+    let t0 = std::time::Instant::now();
+    let mut child = match tokio::process::Command::new(&args.command[0]).args(&args.command[1..]).kill_on_drop(true).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cannot start {:?}: {e}", args.command);
+            return 2;
+        }
+    };
+    let probe = RemotingCommand::request(106, Default::default());
+    let ms = loop {
+        if let Ok(mut s) = TcpStream::connect(&args.addr).await
+            && let Ok(reply) = call(&mut s, &probe).await
+            && reply.code == 0
+        {
+            break t0.elapsed().as_secs_f64() * 1000.0;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            eprintln!("no answer within 30 s");
+            return 1;
+        }
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    };
+    println!(r#"{{"startup_ms":{ms:.1}}}"#);
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    0
+}

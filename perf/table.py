@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Turns perf/compare.sh's JSON lines into the markdown table of PERFORMANCE.md."""
+import json
+import sys
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+startup = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].strip() else {}
+cores, cpu = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else ("?", "?")
+by = {(r["scenario"], r["server"]): r for r in rows}
+scenarios = []
+for r in rows:
+    if r["scenario"] not in scenarios:
+        scenarios.append(r["scenario"])
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "-"
+
+print(f"Machine: {cores} cores ({cpu}); load generator and server pinned to separate cores.\n")
+print("| scenario | server | requests/s | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for s in scenarios:
+    for server in ("echo", "rocketns", "rocketmq-rust"):
+        r = by.get((s, server))
+        if not r or "rps" not in r:
+            print(f"| {s} | {server} | failed | | | | | |")
+            continue
+        print(f"| {s} | {server} | {r['rps']:.0f} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | {r['errors']} | {r['peak_rss_kb'] / 1024:.1f} |")
+print()
+print("| scenario | rocketns / echo (throughput) | rocketns / rocketmq-rust (throughput) | p99 rocketns / rocketmq-rust | RSS rocketns / rocketmq-rust |")
+print("|---|---:|---:|---:|---:|")
+for s in scenarios:
+    e, n, m = by.get((s, "echo"), {}), by.get((s, "rocketns"), {}), by.get((s, "rocketmq-rust"), {})
+    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")
+quiet, churn = by.get(("reference", "rocketns"), {}), by.get(("churn", "rocketns"), {})
+if quiet.get("rps") and churn.get("rps"):
+    print(f"\nUnder churn (every broker re-registering its 1000 topics with a new DataVersion, back to back): "
+          f"{churn['rps']:.0f} requests/s, {churn['rps'] / quiet['rps']:.2f} × the quiet {quiet['rps']:.0f}; "
+          f"{churn.get('registrations', 0)} full re-registrations in {churn['seconds']:.0f} s.")
+if startup:
+    print(f"\nrocketns start to first answer: {startup['startup_ms']:.1f} ms.")
