@@ -16,6 +16,8 @@ use crate::processor::Processor;
 use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
 use crate::route::ConnId;
 
+const READ_BUFFER: usize = 8 * 1024;
+const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
 /// At most this many buffers go into one vectored write.
 const MAX_IOVECS: usize = 64;
 
@@ -35,9 +37,13 @@ impl OutQueue {
 
     pub fn push(&mut self, resp: &RemotingCommand) {
         resp.encode_head(self.serialize_type, &mut self.scratch);
-        if !resp.body.is_empty() {
+        if resp.body_len() > 0 {
             self.chunks.push_back(self.scratch.split().freeze());
-            self.chunks.push_back(resp.body.clone());
+            for part in [&resp.body_prefix, &resp.body] {
+                if !part.is_empty() {
+                    self.chunks.push_back(part.clone());
+                }
+            }
         }
     }
 
@@ -85,7 +91,7 @@ impl Connection {
     /// Serves the connection until the peer closes it, it stays idle too long, or it sends a frame that
     /// cannot be decoded (which closes only this connection, as in Java).
     pub async fn run(mut self) {
-        let mut read_buf = BytesMut::with_capacity(8 * 1024);
+        let mut read_buf = BytesMut::with_capacity(READ_BUFFER);
         let mut out = OutQueue::new(self.processor.config.load().reply_serialize_type());
         loop {
             loop {
@@ -114,6 +120,10 @@ impl Connection {
                 if !cmd.is_oneway() {
                     out.push(&resp);
                 }
+            }
+            // A large frame (a broker's registration) grew the buffer; do not keep megabytes per connection.
+            if read_buf.is_empty() && read_buf.capacity() > MAX_IDLE_READ_BUFFER {
+                read_buf = BytesMut::with_capacity(READ_BUFFER);
             }
             if let Err(e) = out.flush(&mut self.stream).await {
                 tracing::debug!(conn = self.id, error = %e, "write failed, closing connection");

@@ -25,10 +25,12 @@ impl TopicPicker {
     pub fn new(topics: Vec<String>, zipf: bool, miss_ratio: f64) -> Self {
         let zipf_cdf = if zipf {
             let mut acc = 0.0;
-            let mut cdf: Vec<f64> = (1..=topics.len()).map(|k| {
-                acc += 1.0 / k as f64;
-                acc
-            }).collect();
+            let mut cdf: Vec<f64> = (1..=topics.len())
+                .map(|k| {
+                    acc += 1.0 / k as f64;
+                    acc
+                })
+                .collect();
             let total = acc;
             cdf.iter_mut().for_each(|c| *c /= total);
             cdf
@@ -82,7 +84,13 @@ pub fn new_histogram() -> Histogram<u64> {
 }
 
 /// Runs until `deadline`, then waits for the replies still in flight.
-pub async fn drive(addr: String, seed: u64, in_flight: usize, picker: Arc<TopicPicker>, deadline: Instant) -> ConnStats {
+pub async fn drive(
+    addr: String,
+    seed: u64,
+    in_flight: usize,
+    picker: Arc<TopicPicker>,
+    deadline: Instant,
+) -> ConnStats {
     let mut stats = ConnStats { ok: 0, errors: 0, first_error: None, latency: new_histogram() };
     let mut stream = match TcpStream::connect(&addr).await {
         Ok(s) => s,
@@ -146,14 +154,20 @@ pub async fn drive(addr: String, seed: u64, in_flight: usize, picker: Arc<TopicP
             let (_, sent, hit) = pending.swap_remove(at);
             let _ = stats.latency.record(now.duration_since(sent).as_nanos() as u64);
             let valid = if hit {
-                code == 0 && frame.body.first() == Some(&b'{') && memchr::memmem::find(&frame.body, b"\"queueDatas\"").is_some()
+                code == 0
+                    && frame.body.first() == Some(&b'{')
+                    && memchr::memmem::find(&frame.body, b"\"queueDatas\"").is_some()
             } else {
                 code == 17
             };
             if valid {
                 stats.ok += 1;
             } else {
-                stats.fail(format!("opaque {opaque}: code {code}, {} body bytes, expected a {}", frame.body.len(), if hit { "route" } else { "miss" }));
+                stats.fail(format!(
+                    "opaque {opaque}: code {code}, {} body bytes, expected a {}",
+                    frame.body.len(),
+                    if hit { "route" } else { "miss" }
+                ));
             }
             if now < deadline {
                 send(&mut wbuf, &mut pending, &mut rng);

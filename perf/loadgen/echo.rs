@@ -38,8 +38,13 @@ pub fn route_body(brokers: usize, slaves: bool) -> Bytes {
         .collect();
     let datas: Vec<&BrokerData> = datas.iter().collect();
     let queues: Vec<&QueueData> = queues.iter().collect();
-    let parts =
-        TopicRouteParts { broker_datas: &datas, filter_servers: &[], order_topic_conf: None, queue_datas: &queues, mappings: None };
+    let parts = TopicRouteParts {
+        broker_datas: &datas,
+        filter_servers: &[],
+        order_topic_conf: None,
+        queue_datas: &queues,
+        mappings: None,
+    };
     Bytes::from(parts.encode(JsonStyle::Standard))
 }
 

@@ -58,8 +58,9 @@ struct RunArgs {
     /// Register a slave (broker id 1) beside each master.
     #[arg(long)]
     slaves: bool,
-    /// Topics per REGISTER_BROKER (a larger table is sent in parts, like Java's split registration).
-    #[arg(long, default_value_t = 10_000)]
+    /// Topics per REGISTER_BROKER: a larger table is sent in parts, like a Java broker's split registration
+    /// (`splitRegistrationSize`, 800), which a table too large for one 16 MiB frame needs.
+    #[arg(long, default_value_t = 800)]
     split: usize,
     #[arg(long, default_value_t = 4)]
     connections: usize,
@@ -259,7 +260,15 @@ async fn run(args: RunArgs) -> i32 {
             kept.push(conn);
         } else {
             let bump = args.churn == Churn::Bump;
-            churning.push(tokio::spawn(churn(conn, topics.clone(), args.split, bump, interval, end, registrations.clone())));
+            churning.push(tokio::spawn(churn(
+                conn,
+                topics.clone(),
+                args.split,
+                bump,
+                interval,
+                end,
+                registrations.clone(),
+            )));
         }
     }
     if args.warmup > 0.0 {
@@ -326,13 +335,14 @@ async fn echo_server(args: EchoArgs) -> i32 {
 
 async fn startup(args: StartupArgs) -> i32 {
     let t0 = std::time::Instant::now();
-    let mut child = match tokio::process::Command::new(&args.command[0]).args(&args.command[1..]).kill_on_drop(true).spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("cannot start {:?}: {e}", args.command);
-            return 2;
-        }
-    };
+    let mut child =
+        match tokio::process::Command::new(&args.command[0]).args(&args.command[1..]).kill_on_drop(true).spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("cannot start {:?}: {e}", args.command);
+                return 2;
+            }
+        };
     let probe = RemotingCommand::request(106, Default::default());
     let ms = loop {
         if let Ok(mut s) = TcpStream::connect(&args.addr).await

@@ -52,7 +52,8 @@ pub(super) fn get_route_info_by_topic(p: &Processor, req: &RemotingCommand) -> R
     });
     let body = body.ok_or_else(|| RequestError::TopicNotExist(topic.unwrap_or("null").to_string()))?;
     let mut resp = success();
-    resp.body = body;
+    resp.body_prefix = body.shared;
+    resp.body = body.own;
     Ok(resp)
 }
 

@@ -101,35 +101,48 @@ pub struct TopicRouteParts<'a> {
 }
 
 impl TopicRouteParts<'_> {
+    /// The whole body.
     pub fn encode(&self, style: JsonStyle) -> Vec<u8> {
         let mut out = Vec::with_capacity(128 + 160 * self.broker_datas.len() + 96 * self.queue_datas.len());
+        self.write_broker_section(&mut out, style);
+        self.write_topic_section(&mut out, style);
+        out
+    }
+
+    /// `{"brokerDatas":[…],"filterServerTable":{…}`: the same for every topic on the same brokers, so
+    /// routes can share it.
+    pub fn write_broker_section(&self, out: &mut Vec<u8>, style: JsonStyle) {
         out.extend_from_slice(b"{\"brokerDatas\":[");
         for (i, b) in self.broker_datas.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            b.write_json(&mut out, style);
+            b.write_json(out, style);
         }
         out.extend_from_slice(b"],\"filterServerTable\":{");
         for (i, (addr, servers)) in self.filter_servers.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            json::write_str(&mut out, addr, style);
+            json::write_str(out, addr, style);
             out.push(b':');
-            json::write_str_array(&mut out, servers.iter().map(String::as_str), style);
+            json::write_str_array(out, servers.iter().map(String::as_str), style);
         }
         out.push(b'}');
+    }
+
+    /// `,"orderTopicConf":…,"queueDatas":[…],"topicQueueMappingByBroker":{…}}`: the topic's own part.
+    pub fn write_topic_section(&self, out: &mut Vec<u8>, style: JsonStyle) {
         if let Some(conf) = self.order_topic_conf {
             out.extend_from_slice(b",\"orderTopicConf\":");
-            json::write_str(&mut out, conf, style);
+            json::write_str(out, conf, style);
         }
         out.extend_from_slice(b",\"queueDatas\":[");
         for (i, q) in self.queue_datas.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            q.write_json(&mut out, style);
+            q.write_json(out, style);
         }
         out.push(b']');
         if let Some(mappings) = self.mappings {
@@ -138,14 +151,13 @@ impl TopicRouteParts<'_> {
                 if i > 0 {
                     out.push(b',');
                 }
-                json::write_str(&mut out, broker, style);
+                json::write_str(out, broker, style);
                 out.push(b':');
-                info.write_json(&mut out, style);
+                info.write_json(out, style);
             }
             out.push(b'}');
         }
         out.push(b'}');
-        out
     }
 }
 

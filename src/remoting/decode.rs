@@ -76,7 +76,17 @@ pub fn decode_binary_header(mut buf: Bytes) -> Result<RemotingCommand, HeaderErr
         }
         Some(ext)
     };
-    Ok(RemotingCommand { code, language, version, opaque, flag, remark, ext_fields, body: Bytes::new() })
+    Ok(RemotingCommand {
+        code,
+        language,
+        version,
+        opaque,
+        flag,
+        remark,
+        ext_fields,
+        body_prefix: Bytes::new(),
+        body: Bytes::new(),
+    })
 }
 
 #[cfg(test)]

@@ -247,6 +247,7 @@ pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError>
         flag: 0,
         remark: None,
         ext_fields: None,
+        body_prefix: bytes::Bytes::new(),
         body: bytes::Bytes::new(),
     };
     r.expect(b'{')?;

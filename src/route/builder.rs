@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
 use crate::protocol::{BrokerData, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
-use crate::route::encode::encode_route;
+use crate::route::encode::{SectionCache, encode_route};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, ConnId, DEFAULT_BROKER_TIMEOUT};
 use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
 
@@ -491,10 +491,14 @@ impl<'a> RouteBuilder<'a> {
             }
         }
         let mut drafts = std::mem::take(&mut self.drafts);
+        let mut sections = SectionCache::default();
         affected.extend(drafts.keys().cloned());
         for topic in affected {
             let queue_datas = match drafts.remove(&topic) {
-                Some(draft) => draft,
+                Some(mut draft) => {
+                    draft.shrink_to_fit();
+                    draft
+                }
                 None => match self.next.topics.get(&topic) {
                     Some(route) => route.queue_datas.clone(),
                     None => continue,
@@ -505,7 +509,7 @@ impl<'a> RouteBuilder<'a> {
                 continue;
             }
             let mut route = TopicRoute { queue_datas, encoded: None };
-            route.encoded = encode_route(&self.next, &topic, &route);
+            route.encoded = encode_route(&self.next, &topic, &route, &mut sections);
             self.next.topics.insert(topic, Arc::new(route));
         }
         self.next.version += 1;
@@ -605,7 +609,7 @@ mod tests {
             let same = Arc::ptr_eq(before.topic(name).unwrap(), t.snapshot.topic(name).unwrap());
             assert_eq!(same, *name != "topic-7", "{name}");
         }
-        let body = t.snapshot.route_body("topic-7", JsonStyle::Standard).unwrap();
+        let body = t.snapshot.route_body("topic-7", JsonStyle::Standard).unwrap().to_vec();
         assert!(std::str::from_utf8(&body).unwrap().contains("\"writeQueueNums\":8"));
     }
 
@@ -623,14 +627,14 @@ mod tests {
         for name in ["x", "y", "z"] {
             assert_eq!(Arc::ptr_eq(before.topic(name).unwrap(), next.topic(name).unwrap()), name != "y", "{name}");
         }
-        let body = next.route_body("y", JsonStyle::Standard).unwrap();
+        let body = next.route_body("y", JsonStyle::Standard).unwrap().to_vec();
         assert!(std::str::from_utf8(&body).unwrap().contains(r#""orderTopicConf":"b:4""#));
         let mut b = RouteBuilder::new(&next, &mut t.index, &t.live);
         b.set_config(RouteConfig { order_message_enable: false, ..next.config });
         let off = b.finish().unwrap();
         assert!(Arc::ptr_eq(next.topic("x").unwrap(), off.topic("x").unwrap()));
         assert!(
-            !std::str::from_utf8(&off.route_body("y", JsonStyle::Standard).unwrap())
+            !std::str::from_utf8(&off.route_body("y", JsonStyle::Standard).unwrap().to_vec())
                 .unwrap()
                 .contains("orderTopicConf")
         );
@@ -645,7 +649,7 @@ mod tests {
         assert!(t.register(&registration(1, "a:2", 1, &["x", "y"])));
         assert!(!Arc::ptr_eq(before.topic("x").unwrap(), t.snapshot.topic("x").unwrap()));
         assert!(Arc::ptr_eq(before.topic("z").unwrap(), t.snapshot.topic("z").unwrap()));
-        let body = t.snapshot.route_body("x", JsonStyle::Fastjson).unwrap();
+        let body = t.snapshot.route_body("x", JsonStyle::Fastjson).unwrap().to_vec();
         assert!(std::str::from_utf8(&body).unwrap().contains(r#"{0:"a:1",1:"a:2"}"#));
     }
 

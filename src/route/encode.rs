@@ -1,46 +1,128 @@
 //! Turning a topic's entry of the snapshot into TopicRouteData bytes (`pickupTopicRouteData`, then Java's
 //! route hooks): BrokerData of every known broker of the topic, filter servers, `orderTopicConf`, static-topic
 //! mappings, the acting-master rewrite, and the per-request zone filter.
+//!
+//! A body is kept in two parts: the broker section (`brokerDatas`, `filterServerTable`), which every topic on
+//! the same brokers shares, and the topic's own section (`queueDatas` and the rest). With 100k topics on four
+//! brokers, the shared part is most of each body and is stored once.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::json::JsonStyle;
 use crate::protocol::route_data::{MASTER_ID, TopicRouteParts};
 use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo};
-use crate::route::snapshot::{EncodedRoute, RouteSnapshot, TopicRoute};
+use crate::route::FastHasher;
+use crate::route::snapshot::{EncodedRoute, RouteBody, RouteSnapshot, TopicRoute};
 
 /// Topics brokers use to sync their member group; never rewritten (`TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX`).
 const SYNC_BROKER_MEMBER_GROUP_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
 
+/// Sections encoded while building one snapshot, so that equal ones are stored once: broker sections by the
+/// broker groups they show (and whether the acting-master rewrite changed each), as (fastjson, standard);
+/// topic sections by content (a route body does not name its topic, so topics with the same queues on the
+/// same brokers have the same bytes).
+#[derive(Default)]
+pub struct SectionCache {
+    sections: HashMap<Vec<(Arc<str>, bool)>, (Bytes, Bytes), FastHasher>,
+    own: HashSet<Bytes, FastHasher>,
+}
+
+impl SectionCache {
+    fn intern(&mut self, bytes: &[u8]) -> Bytes {
+        if let Some(existing) = self.own.get(bytes) {
+            return existing.clone();
+        }
+        let bytes = Bytes::copy_from_slice(bytes);
+        self.own.insert(bytes.clone());
+        bytes
+    }
+}
+
+/// A topic's route, ready to encode.
+struct Prepared<'s> {
+    brokers: Vec<Cow<'s, BrokerData>>,
+    /// Which of `brokers` the acting-master rewrite changed.
+    rewritten: Vec<bool>,
+    queues: Vec<&'s QueueData>,
+    filter_servers: Vec<(&'s str, &'s [String])>,
+    order_topic_conf: Option<&'s str>,
+    mappings: Option<Vec<(&'s str, &'s TopicQueueMappingInfo)>>,
+}
+
+impl Prepared<'_> {
+    fn with_parts<R>(&self, f: impl FnOnce(&TopicRouteParts<'_>) -> R) -> R {
+        let brokers: Vec<&BrokerData> = self.brokers.iter().map(|b| &**b).collect();
+        f(&TopicRouteParts {
+            broker_datas: &brokers,
+            filter_servers: &self.filter_servers,
+            order_topic_conf: self.order_topic_conf,
+            queue_datas: &self.queues,
+            mappings: self.mappings.as_deref(),
+        })
+    }
+}
+
 /// Encodes `topic` in both styles, as every reply of the snapshot will share it; `None` when no broker of the
 /// topic is known (TOPIC_NOT_EXIST).
-pub fn encode_route(snapshot: &RouteSnapshot, topic: &str, route: &TopicRoute) -> Option<EncodedRoute> {
-    with_parts(snapshot, topic, route, None, |parts| EncodedRoute {
-        fastjson: parts.encode(JsonStyle::Fastjson).into(),
-        standard: parts.encode(JsonStyle::Standard).into(),
+pub fn encode_route(
+    snapshot: &RouteSnapshot,
+    topic: &str,
+    route: &TopicRoute,
+    cache: &mut SectionCache,
+) -> Option<EncodedRoute> {
+    let p = prepare(snapshot, topic, route, None)?;
+    let key: Vec<(Arc<str>, bool)> =
+        p.brokers.iter().zip(&p.rewritten).map(|(b, r)| (b.broker_name.clone(), *r)).collect();
+    let (shared_fastjson, shared_standard) = cache
+        .sections
+        .entry(key)
+        .or_insert_with(|| {
+            p.with_parts(|parts| {
+                let mut fastjson = Vec::with_capacity(160 * parts.broker_datas.len() + 48);
+                parts.write_broker_section(&mut fastjson, JsonStyle::Fastjson);
+                let mut standard = Vec::with_capacity(fastjson.len() + 8 * parts.broker_datas.len());
+                parts.write_broker_section(&mut standard, JsonStyle::Standard);
+                (Bytes::from(fastjson), Bytes::from(standard))
+            })
+        })
+        .clone();
+    let (fastjson, standard) = p.with_parts(|parts| {
+        let mut fastjson = Vec::with_capacity(96 * parts.queue_datas.len() + 32);
+        parts.write_topic_section(&mut fastjson, JsonStyle::Fastjson);
+        let mut standard = Vec::with_capacity(fastjson.len());
+        parts.write_topic_section(&mut standard, JsonStyle::Standard);
+        (fastjson, standard)
+    });
+    // The two styles differ here only for non-ASCII names and static-topic mappings.
+    let own_fastjson = cache.intern(&fastjson);
+    let own_standard = if standard == fastjson { own_fastjson.clone() } else { cache.intern(&standard) };
+    Some(EncodedRoute {
+        fastjson: RouteBody { shared: shared_fastjson, own: own_fastjson },
+        standard: RouteBody { shared: shared_standard, own: own_standard },
     })
 }
 
 /// The route as Java's ZoneRouteRPCHook leaves it for a client in `zone`: master-ful broker groups of other
 /// zones removed with their queues and filter servers, re-encoded in fastjson's default style (as Java does,
 /// whatever the client asked for). Encoded per request: zone-aware clients are rare.
-pub fn encode_route_for_zone(snapshot: &RouteSnapshot, topic: &str, zone: &str) -> Option<Bytes> {
+pub fn encode_route_for_zone(snapshot: &RouteSnapshot, topic: &str, zone: &str) -> Option<RouteBody> {
     let route = snapshot.topic(topic)?;
     route.encoded.as_ref()?;
-    with_parts(snapshot, topic, route, Some(zone), |parts| parts.encode(JsonStyle::Fastjson).into())
+    let p = prepare(snapshot, topic, route, Some(zone))?;
+    Some(RouteBody { shared: Bytes::new(), own: p.with_parts(|parts| parts.encode(JsonStyle::Fastjson).into()) })
 }
 
-fn with_parts<R>(
-    snapshot: &RouteSnapshot,
+fn prepare<'s>(
+    snapshot: &'s RouteSnapshot,
     topic: &str,
-    route: &TopicRoute,
+    route: &'s TopicRoute,
     zone: Option<&str>,
-    encode: impl FnOnce(&TopicRouteParts<'_>) -> R,
-) -> Option<R> {
-    let mut brokers: Vec<Cow<'_, BrokerData>> = route
+) -> Option<Prepared<'s>> {
+    let mut brokers: Vec<Cow<'s, BrokerData>> = route
         .queue_datas
         .iter()
         .filter_map(|q| snapshot.brokers.get(&q.broker_name).map(|b| Cow::Borrowed(&**b)))
@@ -48,8 +130,9 @@ fn with_parts<R>(
     if brokers.is_empty() {
         return None;
     }
+    let mut rewritten = vec![false; brokers.len()];
     if snapshot.config.support_acting_master && !topic.starts_with(SYNC_BROKER_MEMBER_GROUP_PREFIX) {
-        rewrite_acting_masters(&mut brokers, &route.queue_datas);
+        rewrite_acting_masters(&mut brokers, &mut rewritten, &route.queue_datas);
     }
     let mut queues: Vec<&QueueData> = route.queue_datas.iter().collect();
     if let Some(zone) = zone {
@@ -68,17 +151,8 @@ fn with_parts<R>(
     filter_servers.sort_by(|a, b| a.0.cmp(b.0));
     let order_topic_conf =
         if snapshot.config.order_message_enable { snapshot.order_topic_conf.get(topic).map(|c| &**c) } else { None };
-    let mapping_list: Option<Vec<(&str, &TopicQueueMappingInfo)>> =
-        snapshot.mappings.get(topic).map(|m| m.iter().map(|(b, info)| (&**b, info)).collect());
-    let broker_refs: Vec<&BrokerData> = brokers.iter().map(|b| &**b).collect();
-    let parts = TopicRouteParts {
-        broker_datas: &broker_refs,
-        filter_servers: &filter_servers,
-        order_topic_conf,
-        queue_datas: &queues,
-        mappings: mapping_list.as_deref(),
-    };
-    Some(encode(&parts))
+    let mappings = snapshot.mappings.get(topic).map(|m| m.iter().map(|(b, info)| (&**b, info)).collect());
+    Some(Prepared { brokers, rewritten, queues, filter_servers, order_topic_conf, mappings })
 }
 
 fn zone_matches(b: &BrokerData, zone: &str) -> bool {
@@ -87,12 +161,12 @@ fn zone_matches(b: &BrokerData, zone: &str) -> bool {
 
 /// `RouteInfoManager#pickupTopicRouteData`'s acting-master step: in a group that lost its master, whose
 /// queues are read-only and which allows an acting master, the lowest-id slave is shown as id 0.
-fn rewrite_acting_masters(brokers: &mut [Cow<'_, BrokerData>], queues: &[QueueData]) {
+fn rewrite_acting_masters(brokers: &mut [Cow<'_, BrokerData>], rewritten: &mut [bool], queues: &[QueueData]) {
     let masterless = |b: &BrokerData| !b.broker_addrs.is_empty() && !b.broker_addrs.contains_key(&MASTER_ID);
     if !brokers.iter().any(|b| masterless(b)) {
         return;
     }
-    for b in brokers.iter_mut() {
+    for (b, rewritten) in brokers.iter_mut().zip(rewritten) {
         if !masterless(b) || !b.enable_acting_master {
             continue;
         }
@@ -101,6 +175,7 @@ fn rewrite_acting_masters(brokers: &mut [Cow<'_, BrokerData>], queues: &[QueueDa
             let owned = b.to_mut();
             if let Some((_, addr)) = owned.broker_addrs.pop_first() {
                 owned.broker_addrs.insert(MASTER_ID, addr);
+                *rewritten = true;
             }
         }
     }

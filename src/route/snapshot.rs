@@ -30,13 +30,28 @@ pub type NameMap<V> = imbl::GenericHashMap<Arc<str>, V, crate::route::FastHasher
 /// Static-topic mappings of one topic, by broker name.
 pub type TopicMappings = BTreeMap<Arc<str>, TopicQueueMappingInfo>;
 
+/// A TopicRouteData body as it goes on the wire: `shared` (the broker section, the same for every topic on
+/// the same brokers) followed by `own` (the topic's queues and the rest).
+#[derive(Debug, Clone, Default)]
+pub struct RouteBody {
+    pub shared: Bytes,
+    pub own: Bytes,
+}
+
+impl RouteBody {
+    /// The body in one piece (for tests and tools; replies send the two parts as they are).
+    pub fn to_vec(&self) -> Vec<u8> {
+        [&self.shared[..], &self.own[..]].concat()
+    }
+}
+
 /// The pre-encoded TopicRouteData of one topic.
 #[derive(Debug, Clone)]
 pub struct EncodedRoute {
     /// fastjson's default output, for clients older than 4.9.4 (bare numeric `brokerAddrs` keys).
-    pub fastjson: Bytes,
+    pub fastjson: RouteBody,
     /// Standard JSON, for version ≥ 4.9.4 or `acceptStandardJsonOnly=true`.
-    pub standard: Bytes,
+    pub standard: RouteBody,
 }
 
 /// One topic: its queue data per broker name, and its encoded route.
@@ -103,7 +118,7 @@ impl RouteSnapshot {
     }
 
     /// The GET_ROUTEINFO_BY_TOPIC body, shared, or `None` for TOPIC_NOT_EXIST.
-    pub fn route_body(&self, topic: &str, style: JsonStyle) -> Option<Bytes> {
+    pub fn route_body(&self, topic: &str, style: JsonStyle) -> Option<RouteBody> {
         let encoded = self.topics.get(topic)?.encoded.as_ref()?;
         Some(match style {
             JsonStyle::Fastjson => encoded.fastjson.clone(),
