@@ -27,7 +27,7 @@ const SYNC_BROKER_MEMBER_GROUP_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
 /// same brokers have the same bytes).
 #[derive(Default)]
 pub struct SectionCache {
-    sections: HashMap<Vec<(Arc<str>, bool)>, (Bytes, Bytes), FastHasher>,
+    sections: HashMap<BrokerSetKey, (Bytes, Bytes), FastHasher>,
     own: HashSet<Bytes, FastHasher>,
 }
 
@@ -41,6 +41,9 @@ impl SectionCache {
         bytes
     }
 }
+
+/// The broker groups a broker section shows, each with whether the acting-master rewrite changed it.
+type BrokerSetKey = Vec<(Arc<str>, bool)>;
 
 /// A topic's route, ready to encode.
 struct Prepared<'s> {
@@ -75,8 +78,7 @@ pub fn encode_route(
     cache: &mut SectionCache,
 ) -> Option<EncodedRoute> {
     let p = prepare(snapshot, topic, route, None)?;
-    let key: Vec<(Arc<str>, bool)> =
-        p.brokers.iter().zip(&p.rewritten).map(|(b, r)| (b.broker_name.clone(), *r)).collect();
+    let key: BrokerSetKey = p.brokers.iter().zip(&p.rewritten).map(|(b, r)| (b.broker_name.clone(), *r)).collect();
     let (shared_fastjson, shared_standard) = cache
         .sections
         .entry(key)
