@@ -2,7 +2,8 @@
 //!
 //! - `snapshot_lookup`: snapshot load, one map lookup, a refcount on the shared body;
 //! - `get_routeinfo_request`: the real handler behind a decoded JSON request, as the connection calls it,
-//!   plus writing the reply head (prefix and header) the way the connection does.
+//!   plus writing the reply head (prefix and header) the way the connection does;
+//! - `decode_json_header` / `decode_binary_header`: reading a Java client's request header.
 //!
 //! The table: 4 brokers (master + slave each) × 1000 topics, like the comparison load of the perf issue.
 
@@ -81,5 +82,21 @@ fn lookup(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, lookup);
+/// Decoding a Java client's GET_ROUTEINFO_BY_TOPIC header, in each encoding.
+fn decode(c: &mut Criterion) {
+    let request = RemotingCommand::request(105, ExtFields::from_iter([("topic", "topic-517")]));
+    for (name, ty) in [("decode_json_header", SerializeType::Json), ("decode_binary_header", SerializeType::RocketMq)] {
+        let mut frame = BytesMut::new();
+        request.encode(ty, &mut frame);
+        let header = bytes::Bytes::copy_from_slice(&frame[8..]);
+        c.bench_function(name, |b| {
+            b.iter(|| match ty {
+                SerializeType::Json => rocketns::remoting::decode::decode_json_header(black_box(&header)),
+                SerializeType::RocketMq => rocketns::remoting::decode::decode_binary_header(black_box(header.clone())),
+            })
+        });
+    }
+}
+
+criterion_group!(benches, lookup, decode);
 criterion_main!(benches);

@@ -1,0 +1,76 @@
+//! A few seconds of the load generator in every mode, so that the performance tooling cannot rot: lookups
+//! with Zipf topics, misses and registration churn against the real `rocketns` binary, the echo limit, and
+//! the start-up probe. The real measurements are perf/compare.sh's (perf/README.md).
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+fn loadgen() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rocketns-loadgen"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Runs `loadgen run` and returns its JSON summary, asserting that every reply was verified.
+fn run(addr: &str, extra: &[&str]) -> serde_json::Value {
+    let out = loadgen()
+        .args(["run", "--addr", addr, "--brokers", "2", "--topics", "50", "--duration", "1", "--warmup", "0"])
+        .args(extra)
+        .output()
+        .expect("run the load generator");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["errors"], 0, "{summary}");
+    assert!(summary["ok"].as_u64().unwrap() > 100, "{summary}");
+    summary
+}
+
+#[test]
+fn load_generator_against_rocketns_and_echo() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("namesrv.properties");
+    std::fs::write(
+        &config,
+        format!("bindAddress=127.0.0.1\nlistenPort=0\nkvConfigPath={}\n", dir.path().join("kv.json").display()),
+    )
+    .unwrap();
+    let (mut server, addr) = common::spawn_binary(&config);
+    run(&addr, &["--zipf", "--miss-ratio", "0.1"]);
+    let churn = run(&addr, &["--churn", "bump", "--churn-interval-ms", "20", "--slaves"]);
+    assert!(churn["registrations"].as_u64().unwrap() > 0, "{churn}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let port = free_port().to_string();
+    let echo_addr = format!("127.0.0.1:{port}");
+    let mut echo =
+        loadgen().args(["echo", "--listen", &echo_addr, "--brokers", "2"]).stdout(Stdio::null()).spawn().unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&echo_addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    run(&echo_addr, &[]);
+    echo.kill().unwrap();
+    echo.wait().unwrap();
+
+    let port = free_port();
+    std::fs::write(
+        &config,
+        format!("bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n", dir.path().join("kv.json").display()),
+    )
+    .unwrap();
+    let out = loadgen()
+        .args(["startup", "--addr", &format!("127.0.0.1:{port}"), "--", env!("CARGO_BIN_EXE_rocketns"), "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let startup: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert!(startup["startup_ms"].as_f64().unwrap() > 0.0);
+}
