@@ -1,6 +1,8 @@
 //! `RemotingCommand`: the header every request and response carries, and how it is written in both encodings.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use compact_str::CompactString;
+use smallvec::SmallVec;
 
 use super::frame::{SerializeType, frame_prefix};
 use crate::json::{self, JsonStyle};
@@ -67,9 +69,10 @@ impl LanguageCode {
 /// The `extFields` map: custom header fields, all values as strings.
 ///
 /// Kept as a list because a request has a handful of fields; on a repeated key the last one wins, as when
-/// Java fills its `HashMap`.
+/// Java fills its `HashMap`. A typical request's fields (a few, short) live inline: decoding a route query
+/// allocates nothing for them.
 #[derive(Debug, Clone, Default)]
-pub struct ExtFields(Vec<(String, String)>);
+pub struct ExtFields(SmallVec<[(CompactString, CompactString); 4]>);
 
 /// Two maps are equal when they hold the same fields, in whatever order.
 impl PartialEq for ExtFields {
@@ -82,7 +85,7 @@ impl Eq for ExtFields {}
 
 impl ExtFields {
     pub fn new() -> Self {
-        ExtFields(Vec::new())
+        ExtFields(SmallVec::new())
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -90,7 +93,7 @@ impl ExtFields {
     }
 
     /// Adds or replaces a field.
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
+    pub fn insert(&mut self, key: impl Into<CompactString>, value: impl Into<CompactString>) {
         let key = key.into();
         let value = value.into();
         match self.0.iter_mut().find(|(k, _)| *k == key) {
@@ -100,7 +103,7 @@ impl ExtFields {
     }
 
     /// Appends without looking for an earlier value: for decoders, where `get` already prefers the last.
-    pub(crate) fn push(&mut self, key: String, value: String) {
+    pub(crate) fn push(&mut self, key: CompactString, value: CompactString) {
         self.0.push((key, value));
     }
 
@@ -124,7 +127,7 @@ impl ExtFields {
     }
 }
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ExtFields {
+impl<K: Into<CompactString>, V: Into<CompactString>> FromIterator<(K, V)> for ExtFields {
     fn from_iter<T: IntoIterator<Item = (K, V)>>(iter: T) -> Self {
         let mut e = ExtFields::new();
         for (k, v) in iter {

@@ -71,7 +71,7 @@ pub fn decode_binary_header(mut buf: Bytes) -> Result<RemotingCommand, HeaderErr
             let val_len = map.get_i32() as i64;
             let value = take_string(&mut map, val_len, "extFields value")?;
             if let (Some(k), Some(v)) = (key, value) {
-                ext.push(k, v);
+                ext.push(k.into(), v.into());
             }
         }
         Some(ext)

@@ -6,6 +6,8 @@
 //! an unknown `language` is no language, unknown keys are ignored. Nesting is limited so that a deep
 //! document cannot exhaust the stack.
 
+use compact_str::CompactString;
+
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::decode::HeaderError;
 use crate::protocol::lenient::parse_java_long;
@@ -221,8 +223,8 @@ fn ext_fields(r: &mut Reader<'_>) -> Result<Option<ExtFields>, HeaderError> {
         let key = r.string()?;
         r.expect(b':')?;
         match r.value()? {
-            Value::Str(v) => ext.push(key.into_owned(), v.into_owned()),
-            Value::Raw(v) => ext.push(key.into_owned(), v.to_string()),
+            Value::Str(v) => ext.push(CompactString::from(key), CompactString::from(v)),
+            Value::Raw(v) => ext.push(CompactString::from(key), CompactString::from(v)),
             Value::Null => {}
         }
         match r.peek() {

@@ -419,15 +419,13 @@ impl<'a> RouteBuilder<'a> {
     /// DELETE_TOPIC_IN_NAMESRV: the topic's queues on every broker of `cluster`, or the whole topic.
     /// Static-topic mappings stay, as in Java.
     pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {
-        let Some(route) = self.next.topics.get(topic).cloned() else { return };
-        let topic: Arc<str> =
-            self.next.topics.get_key_value(topic).map(|(k, _)| k.clone()).unwrap_or_else(|| topic.into());
+        let Some(queues) = self.queue_datas(topic) else { return };
         let brokers: Vec<Arc<str>> = match cluster {
             Some(cluster) => self.next.broker_names_of(cluster).cloned().collect(),
-            None => route.queue_datas.iter().map(|q| q.broker_name.clone()).collect(),
+            None => queues.iter().map(|q| q.broker_name.clone()).collect(),
         };
         for broker in brokers {
-            self.remove_queue_data(&topic, &broker);
+            self.remove_queue_data(topic, &broker);
         }
     }
 

@@ -7,6 +7,7 @@ pub mod builder;
 pub mod encode;
 pub mod liveness;
 pub mod snapshot;
+pub mod topic_table;
 pub mod writer;
 
 pub use builder::{BrokerRegistration, RegisterError, RegisterResult, UnregisterRequest};

@@ -88,7 +88,7 @@ pub struct RouteSnapshot {
     /// Bumped on every publish.
     pub version: u64,
     /// `topicQueueTable`, with encoded routes.
-    pub topics: NameMap<Arc<TopicRoute>>,
+    pub topics: crate::route::topic_table::TopicTable<Arc<TopicRoute>>,
     /// `brokerAddrTable`: broker name → BrokerData.
     pub brokers: NameMap<Arc<BrokerData>>,
     /// `clusterAddrTable`: cluster → broker names.

@@ -1,0 +1,125 @@
+//! `TopicTable`: topic name → route, the table every lookup reads.
+//!
+//! 256 copy-on-write shards of plain hash tables: a lookup hashes the name once and probes one table (one or
+//! two cache misses, where a persistent trie takes several); cloning the table for the next snapshot is one
+//! reference count; changing a topic copies only its shard, 1/256 of the table, once per snapshot.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use hashbrown::HashTable;
+
+use crate::route::FastHasher;
+
+const SHARDS: usize = 256;
+
+type Shard<V> = HashTable<(Arc<str>, V)>;
+
+#[derive(Clone)]
+pub struct TopicTable<V> {
+    shards: Arc<Vec<Arc<Shard<V>>>>,
+    hasher: FastHasher,
+    len: usize,
+}
+
+impl<V> Default for TopicTable<V> {
+    fn default() -> Self {
+        TopicTable { shards: Arc::new((0..SHARDS).map(|_| Arc::new(HashTable::new())).collect()), hasher: FastHasher::default(), len: 0 }
+    }
+}
+
+impl<V: std::fmt::Debug> std::fmt::Debug for TopicTable<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+fn shard_index(hash: u64) -> usize {
+    (hash >> 56) as usize
+}
+
+impl<V> TopicTable<V> {
+    pub fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
+        let hash = self.hasher.hash_one(key);
+        self.shards[shard_index(hash)].find(hash, |(k, _)| **k == *key).map(|(k, v)| (k, v))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.get_key_value(key).map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get_key_value(key).is_some()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &V)> {
+        self.shards.iter().flat_map(|shard| shard.iter().map(|(k, v)| (k, v)))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.iter().map(|(k, _)| k)
+    }
+}
+
+impl<V: Clone> TopicTable<V> {
+    /// The shard of `hash`, copied first if an older snapshot still shares it.
+    fn shard_mut(&mut self, hash: u64) -> &mut Shard<V> {
+        Arc::make_mut(&mut Arc::make_mut(&mut self.shards)[shard_index(hash)])
+    }
+
+    pub fn insert(&mut self, key: Arc<str>, value: V) -> Option<V> {
+        let hash = self.hasher.hash_one(&*key);
+        let hasher = self.hasher.clone();
+        let shard = self.shard_mut(hash);
+        if let Some((_, slot)) = shard.find_mut(hash, |(k, _)| *k == key) {
+            return Some(std::mem::replace(slot, value));
+        }
+        shard.insert_unique(hash, (key, value), |(k, _)| hasher.hash_one(&**k));
+        self.len += 1;
+        None
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<V> {
+        let hash = self.hasher.hash_one(key);
+        if self.shards[shard_index(hash)].find(hash, |(k, _)| **k == *key).is_none() {
+            return None;
+        }
+        let removed = self.shard_mut(hash).find_entry(hash, |(k, _)| **k == *key).ok().map(|e| e.remove().0 .1);
+        if removed.is_some() {
+            self.len -= 1;
+        }
+        removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_on_write_snapshots() {
+        let mut a: TopicTable<u32> = TopicTable::default();
+        for i in 0..1000 {
+            a.insert(format!("t{i}").into(), i);
+        }
+        let b = a.clone();
+        a.insert("t7".into(), 70);
+        a.remove("t8");
+        a.insert("new".into(), 1);
+        assert_eq!((a.get("t7"), a.get("t8"), a.get("new"), a.len()), (Some(&70), None, Some(&1), 1000));
+        assert_eq!((b.get("t7"), b.get("t8"), b.get("new"), b.len()), (Some(&7), Some(&8), None, 1000));
+        assert_eq!(a.iter().count(), 1000);
+        assert_eq!(a.remove("absent"), None);
+        // Only the shards that changed were copied.
+        let shared = a.shards.iter().zip(b.shards.iter()).filter(|(x, y)| Arc::ptr_eq(x, y)).count();
+        assert!(shared >= SHARDS - 3, "{shared} shards still shared");
+    }
+}
