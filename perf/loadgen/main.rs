@@ -207,7 +207,10 @@ async fn churn(
     let frames: Vec<Vec<bytes::BytesMut>> = versions
         .iter()
         .map(|v| {
-            topics.chunks(split.max(2)).map(|c| encode(&wire::register_request(&conn.name, conn.id, &conn.addr, c, *v))).collect()
+            topics
+                .chunks(split.max(2))
+                .map(|c| encode(&wire::register_request(&conn.name, conn.id, &conn.addr, c, *v)))
+                .collect()
         })
         .collect();
     let mut next = Instant::now();

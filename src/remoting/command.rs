@@ -72,7 +72,7 @@ impl LanguageCode {
 /// Java fills its `HashMap`. A typical request's fields (a few, short) live inline: decoding a route query
 /// allocates nothing for them.
 #[derive(Debug, Clone, Default)]
-pub struct ExtFields(SmallVec<[(CompactString, CompactString); 4]>);
+pub struct ExtFields(SmallVec<[(CompactString, CompactString); 2]>);
 
 /// Two maps are equal when they hold the same fields, in whatever order.
 impl PartialEq for ExtFields {

@@ -16,12 +16,16 @@ use crate::protocol::lenient::parse_java_long;
 const MAX_DEPTH: usize = 128;
 
 struct Reader<'a> {
-    text: &'a str,
+    bytes: &'a [u8],
     pos: usize,
 }
 
 fn err(msg: impl Into<String>) -> HeaderError {
     HeaderError::Json(msg.into())
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, HeaderError> {
+    std::str::from_utf8(bytes).map_err(|_| err("invalid UTF-8 in header"))
 }
 
 /// A JSON scalar or composite, as far as a header field needs it.
@@ -33,19 +37,15 @@ enum Value<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn bytes(&self) -> &'a [u8] {
-        self.text.as_bytes()
-    }
-
     fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes().get(self.pos) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
             self.pos += 1;
         }
     }
 
     fn peek(&mut self) -> Option<u8> {
         self.skip_ws();
-        self.bytes().get(self.pos).copied()
+        self.bytes.get(self.pos).copied()
     }
 
     fn expect(&mut self, b: u8) -> Result<(), HeaderError> {
@@ -57,65 +57,72 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self) -> Result<std::borrow::Cow<'a, str>, HeaderError> {
+    /// A string's raw bytes when it has no escapes (the common case), leaving the reader after it; `None`
+    /// (and the reader on the opening quote) when it has escapes.
+    fn plain_string(&mut self) -> Result<Option<&'a [u8]>, HeaderError> {
         self.expect(b'"')?;
         let start = self.pos;
-        let bytes = self.bytes();
-        // Fast path: no escapes, borrow the text as it is.
-        while let Some(&b) = bytes.get(self.pos) {
+        // Header strings are short: a plain loop beats a vectorized search here.
+        for (i, &b) in self.bytes[start..].iter().enumerate() {
             match b {
                 b'"' => {
-                    self.pos += 1;
-                    return Ok(std::borrow::Cow::Borrowed(&self.text[start..self.pos - 1]));
+                    self.pos = start + i + 1;
+                    return Ok(Some(&self.bytes[start..start + i]));
                 }
-                b'\\' => break,
-                0..=0x1F => return Err(err("control character in string")),
-                _ => self.pos += 1,
+                b'\\' | 0..=0x1F => {
+                    self.pos = start - 1;
+                    return Ok(None);
+                }
+                _ => {}
             }
         }
-        let mut out = String::from(&self.text[start..self.pos]);
+        Err(err("unterminated string"))
+    }
+
+    fn string(&mut self) -> Result<std::borrow::Cow<'a, str>, HeaderError> {
+        if let Some(plain) = self.plain_string()? {
+            return Ok(std::borrow::Cow::Borrowed(utf8(plain)?));
+        }
+        self.pos += 1;
+        let mut out: Vec<u8> = Vec::new();
         loop {
-            let Some(&b) = bytes.get(self.pos) else { return Err(err("unterminated string")) };
+            let Some(&b) = self.bytes.get(self.pos) else { return Err(err("unterminated string")) };
             self.pos += 1;
             match b {
-                b'"' => return Ok(std::borrow::Cow::Owned(out)),
+                b'"' => return String::from_utf8(out).map(std::borrow::Cow::Owned).map_err(|_| err("invalid UTF-8")),
                 b'\\' => {
-                    let Some(&esc) = bytes.get(self.pos) else { return Err(err("unterminated escape")) };
+                    let Some(&esc) = self.bytes.get(self.pos) else { return Err(err("unterminated escape")) };
                     self.pos += 1;
-                    match esc {
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'/' => out.push('/'),
-                        b'b' => out.push('\u{8}'),
-                        b'f' => out.push('\u{c}'),
-                        b'n' => out.push('\n'),
-                        b'r' => out.push('\r'),
-                        b't' => out.push('\t'),
-                        b'u' => out.push(self.unicode_escape()?),
+                    let ch = match esc {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => self.unicode_escape()?,
                         _ => return Err(err("invalid escape")),
-                    }
+                    };
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
                 }
                 0..=0x1F => return Err(err("control character in string")),
-                _ => {
-                    // Copy the whole UTF-8 character (the text is valid UTF-8).
-                    let ch_start = self.pos - 1;
-                    let ch = self.text[ch_start..].chars().next().ok_or_else(|| err("invalid UTF-8"))?;
-                    out.push(ch);
-                    self.pos = ch_start + ch.len_utf8();
-                }
+                _ => out.push(b),
             }
         }
     }
 
     fn hex4(&mut self) -> Result<u16, HeaderError> {
-        let digits = self.text.get(self.pos..self.pos + 4).ok_or_else(|| err("short \\u escape"))?;
+        let digits = self.bytes.get(self.pos..self.pos + 4).ok_or_else(|| err("short \\u escape"))?;
         self.pos += 4;
-        u16::from_str_radix(digits, 16).map_err(|_| err("invalid \\u escape"))
+        u16::from_str_radix(utf8(digits)?, 16).map_err(|_| err("invalid \\u escape"))
     }
 
     fn unicode_escape(&mut self) -> Result<char, HeaderError> {
         let first = self.hex4()?;
-        if (0xD800..0xDC00).contains(&first) && self.text[self.pos..].starts_with("\\u") {
+        if (0xD800..0xDC00).contains(&first) && self.bytes[self.pos..].starts_with(b"\\u") {
             self.pos += 2;
             let second = self.hex4()?;
             let code = 0x10000 + (((first as u32) - 0xD800) << 10) + ((second as u32).wrapping_sub(0xDC00) & 0x3FF);
@@ -125,7 +132,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips any value, returning its text.
-    fn skip_value(&mut self, depth: usize) -> Result<&'a str, HeaderError> {
+    fn skip_value(&mut self, depth: usize) -> Result<&'a [u8], HeaderError> {
         if depth > MAX_DEPTH {
             return Err(err("header nested too deeply"));
         }
@@ -133,9 +140,11 @@ impl<'a> Reader<'a> {
             Some(_) => self.pos,
             None => return Err(err("unexpected end of header")),
         };
-        match self.bytes()[self.pos] {
+        match self.bytes[self.pos] {
             b'"' => {
-                self.string()?;
+                if self.plain_string()?.is_none() {
+                    self.string()?;
+                }
             }
             open @ (b'{' | b'[') => {
                 let close = if open == b'{' { b'}' } else { b']' };
@@ -145,7 +154,7 @@ impl<'a> Reader<'a> {
                 } else {
                     loop {
                         if open == b'{' {
-                            self.string()?;
+                            self.skip_value(depth + 1)?;
                             self.expect(b':')?;
                         }
                         self.skip_value(depth + 1)?;
@@ -161,32 +170,64 @@ impl<'a> Reader<'a> {
                 }
             }
             _ => {
-                let bytes = self.bytes();
-                while let Some(b) = bytes.get(self.pos) {
+                while let Some(b) = self.bytes.get(self.pos) {
                     if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
                         break;
                     }
                     self.pos += 1;
                 }
-                let token = &self.text[start..self.pos];
-                let valid = matches!(token, "true" | "false" | "null")
-                    || (!token.is_empty() && token.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)));
+                let token = &self.bytes[start..self.pos];
+                let valid = matches!(token, b"true" | b"false" | b"null")
+                    || (!token.is_empty() && token.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b)));
                 if !valid {
-                    return Err(err(format!("invalid token {token:?}")));
+                    return Err(err(format!("invalid token {:?}", String::from_utf8_lossy(token))));
                 }
             }
         }
-        Ok(&self.text[start..self.pos])
+        Ok(&self.bytes[start..self.pos])
     }
 
     fn value(&mut self) -> Result<Value<'a>, HeaderError> {
         match self.peek() {
             Some(b'"') => Ok(Value::Str(self.string()?)),
             _ => match self.skip_value(1)? {
-                "null" => Ok(Value::Null),
-                raw => Ok(Value::Raw(raw)),
+                b"null" => Ok(Value::Null),
+                raw => Ok(Value::Raw(utf8(raw)?)),
             },
         }
+    }
+
+    /// An object key; keys with escapes are decoded, the others borrowed.
+    fn key(&mut self) -> Result<std::borrow::Cow<'a, [u8]>, HeaderError> {
+        if self.peek() != Some(b'"') {
+            return Err(err(format!("expected a key at byte {}", self.pos)));
+        }
+        match self.plain_string()? {
+            Some(plain) => Ok(std::borrow::Cow::Borrowed(plain)),
+            None => Ok(std::borrow::Cow::Owned(self.string()?.into_owned().into_bytes())),
+        }
+    }
+
+    /// An `int` value: digits straight from the text, or anything else through the lenient path.
+    fn int(&mut self, field: &str) -> Result<i32, HeaderError> {
+        self.skip_ws();
+        let start = self.pos;
+        let mut end = start;
+        if self.bytes.get(end) == Some(&b'-') {
+            end += 1;
+        }
+        let digits_start = end;
+        while self.bytes.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        let digits = end - digits_start;
+        let next = self.bytes.get(end).copied();
+        if digits > 0 && digits <= 9 && matches!(next, Some(b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r') | None) {
+            let magnitude = self.bytes[digits_start..end].iter().fold(0i64, |n, d| n * 10 + (d - b'0') as i64);
+            self.pos = end;
+            return Ok(if digits_start > start { -magnitude } else { magnitude } as i32);
+        }
+        int_field(self.value()?, field)
     }
 }
 
@@ -220,11 +261,13 @@ fn ext_fields(r: &mut Reader<'_>) -> Result<Option<ExtFields>, HeaderError> {
         return Ok(Some(ext));
     }
     loop {
-        let key = r.string()?;
+        let key = r.key()?;
         r.expect(b':')?;
-        match r.value()? {
-            Value::Str(v) => ext.push(CompactString::from(key), CompactString::from(v)),
-            Value::Raw(v) => ext.push(CompactString::from(key), CompactString::from(v)),
+        let value = r.value()?;
+        let key = CompactString::from(utf8(&key)?);
+        match value {
+            Value::Str(v) => ext.push(key, CompactString::from(v)),
+            Value::Raw(v) => ext.push(key, CompactString::from(v)),
             Value::Null => {}
         }
         match r.peek() {
@@ -238,9 +281,105 @@ fn ext_fields(r: &mut Reader<'_>) -> Result<Option<ExtFields>, HeaderError> {
     }
 }
 
+/// Reads a header written exactly as fastjson writes one (no whitespace, keys in alphabetical order, plain
+/// strings), as every Java peer does; `None` sends anything else to the general reader.
+fn decode_canonical(header: &[u8]) -> Option<RemotingCommand> {
+    struct Cursor<'a>(&'a [u8]);
+    impl<'a> Cursor<'a> {
+        fn lit(&mut self, s: &[u8]) -> bool {
+            match self.0.strip_prefix(s) {
+                Some(rest) => {
+                    self.0 = rest;
+                    true
+                }
+                None => false,
+            }
+        }
+        fn int(&mut self) -> Option<i32> {
+            let negative = self.lit(b"-");
+            let digits = self.0.iter().take_while(|b| b.is_ascii_digit()).count();
+            if digits == 0 || digits > 9 {
+                return None;
+            }
+            let n = self.0[..digits].iter().fold(0i32, |n, d| n * 10 + (d - b'0') as i32);
+            self.0 = &self.0[digits..];
+            Some(if negative { -n } else { n })
+        }
+        /// The rest of a string whose opening quote was consumed, if it is plain (no escapes, no controls).
+        fn plain(&mut self) -> Option<&'a str> {
+            let end = self.0.iter().position(|b| matches!(b, b'"' | b'\\' | 0..=0x1F))?;
+            if self.0[end] != b'"' {
+                return None;
+            }
+            let s = std::str::from_utf8(&self.0[..end]).ok()?;
+            self.0 = &self.0[end + 1..];
+            Some(s)
+        }
+    }
+    let mut c = Cursor(header);
+    let mut cmd = RemotingCommand::response(0, None);
+    cmd.language = None;
+    cmd.version = 0;
+    cmd.flag = 0;
+    if !c.lit(b"{\"code\":") {
+        return None;
+    }
+    cmd.code = c.int()?;
+    if c.lit(b",\"extFields\":{") {
+        let mut ext = ExtFields::new();
+        if !c.lit(b"}") {
+            loop {
+                if !c.lit(b"\"") {
+                    return None;
+                }
+                let key = c.plain()?;
+                if !c.lit(b":\"") {
+                    return None;
+                }
+                ext.push(CompactString::from(key), CompactString::from(c.plain()?));
+                if c.lit(b"}") {
+                    break;
+                }
+                if !c.lit(b",") {
+                    return None;
+                }
+            }
+        }
+        cmd.ext_fields = Some(ext);
+    }
+    if !c.lit(b",\"flag\":") {
+        return None;
+    }
+    cmd.flag = c.int()?;
+    if c.lit(b",\"language\":\"") {
+        cmd.language = LanguageCode::from_name(c.plain()?);
+    }
+    if !c.lit(b",\"opaque\":") {
+        return None;
+    }
+    cmd.opaque = c.int()?;
+    if c.lit(b",\"remark\":\"") {
+        cmd.remark = Some(c.plain()?.to_string());
+    }
+    if c.lit(b",\"serializeTypeCurrentRPC\":\"") {
+        c.plain()?;
+    }
+    if !c.lit(b",\"version\":") {
+        return None;
+    }
+    cmd.version = c.int()?;
+    (c.lit(b"}") && c.0.is_empty()).then_some(cmd)
+}
+
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
-    let text = std::str::from_utf8(header).map_err(|e| err(format!("header is not UTF-8: {e}")))?;
-    let mut r = Reader { text, pos: 0 };
+    match decode_canonical(header) {
+        Some(cmd) => Ok(cmd),
+        None => decode_general(header),
+    }
+}
+
+fn decode_general(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
+    let mut r = Reader { bytes: header, pos: 0 };
     let mut cmd = RemotingCommand {
         code: 0,
         language: None,
@@ -257,22 +396,22 @@ pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError>
         r.pos += 1;
     } else {
         loop {
-            let key = r.string()?;
+            let key = r.key()?;
             r.expect(b':')?;
             match key.as_ref() {
-                "code" => cmd.code = int_field(r.value()?, "code")?,
-                "flag" => cmd.flag = int_field(r.value()?, "flag")?,
-                "opaque" => cmd.opaque = int_field(r.value()?, "opaque")?,
-                "version" => cmd.version = int_field(r.value()?, "version")?,
-                "extFields" => cmd.ext_fields = ext_fields(&mut r)?,
-                "language" => {
+                b"code" => cmd.code = r.int("code")?,
+                b"flag" => cmd.flag = r.int("flag")?,
+                b"opaque" => cmd.opaque = r.int("opaque")?,
+                b"version" => cmd.version = r.int("version")?,
+                b"extFields" => cmd.ext_fields = ext_fields(&mut r)?,
+                b"language" => {
                     cmd.language = match r.value()? {
                         Value::Str(name) => LanguageCode::from_name(&name),
                         Value::Raw(n) => n.parse::<u8>().ok().and_then(LanguageCode::from_code),
                         Value::Null => None,
                     }
                 }
-                "remark" => {
+                b"remark" => {
                     cmd.remark = match r.value()? {
                         Value::Str(s) => Some(s.into_owned()),
                         Value::Raw(s) => Some(s.to_string()),
@@ -302,6 +441,32 @@ pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The canonical fast path and the general reader agree on Java's own headers, and near misses go to the
+    /// general reader.
+    #[test]
+    fn canonical_path_agrees_with_the_general_reader() {
+        for header in [
+            &br#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}"#[..],
+            br#"{"code":0,"flag":1,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}"#,
+            br#"{"code":17,"flag":1,"language":"JAVA","opaque":-42,"remark":"No topic","serializeTypeCurrentRPC":"JSON","version":479}"#,
+            br#"{"code":0,"extFields":{},"flag":1,"language":"KLINGON","opaque":3,"version":479}"#,
+            br#"{"code":103,"extFields":{"a":"1","b":"2"},"flag":2,"opaque":7,"version":0}"#,
+        ] {
+            let fast = decode_canonical(header).expect("canonical");
+            assert_eq!(fast, decode_general(header).unwrap(), "{}", String::from_utf8_lossy(header));
+        }
+        for near_miss in [
+            &br#"{"code":105,"extFields":{"topic":"a\"b"},"flag":0,"opaque":1,"version":479}"#[..],
+            br#"{"code":"105","flag":0,"opaque":1,"version":479}"#,
+            br#"{"code":105,"flag":0,"opaque":1,"version":479,"x":1}"#,
+            br#"{ "code":105,"flag":0,"opaque":1,"version":479}"#,
+        ] {
+            assert!(decode_canonical(near_miss).is_none(), "{}", String::from_utf8_lossy(near_miss));
+            assert!(decode_json_header(near_miss).is_ok(), "{}", String::from_utf8_lossy(near_miss));
+        }
+        assert!(decode_json_header(br#"{"code":105,"flag":0,"opaque":99999999999,"version":479}"#).is_err());
+    }
 
     #[test]
     fn escapes_and_unicode() {

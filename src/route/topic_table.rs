@@ -24,7 +24,11 @@ pub struct TopicTable<V> {
 
 impl<V> Default for TopicTable<V> {
     fn default() -> Self {
-        TopicTable { shards: Arc::new((0..SHARDS).map(|_| Arc::new(HashTable::new())).collect()), hasher: FastHasher::default(), len: 0 }
+        TopicTable {
+            shards: Arc::new((0..SHARDS).map(|_| Arc::new(HashTable::new())).collect()),
+            hasher: FastHasher::default(),
+            len: 0,
+        }
     }
 }
 
@@ -92,7 +96,7 @@ impl<V: Clone> TopicTable<V> {
         if self.shards[shard_index(hash)].find(hash, |(k, _)| **k == *key).is_none() {
             return None;
         }
-        let removed = self.shard_mut(hash).find_entry(hash, |(k, _)| **k == *key).ok().map(|e| e.remove().0 .1);
+        let removed = self.shard_mut(hash).find_entry(hash, |(k, _)| **k == *key).ok().map(|e| e.remove().0.1);
         if removed.is_some() {
             self.len -= 1;
         }
