@@ -456,7 +456,7 @@ impl<'a> RouteBuilder<'a> {
             self.dirty_topics.extend(self.next.topics.keys().cloned());
         } else if old.order_message_enable != config.order_message_enable {
             let ordered: Vec<Arc<str>> =
-                self.next.order_topic_conf.keys().filter(|t| self.next.topics.contains_key(*t)).cloned().collect();
+                self.next.order_topic_conf.keys().filter(|t| self.next.topics.contains_key(t)).cloned().collect();
             self.dirty_topics.extend(ordered);
         }
     }

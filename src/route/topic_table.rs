@@ -93,9 +93,8 @@ impl<V: Clone> TopicTable<V> {
 
     pub fn remove(&mut self, key: &str) -> Option<V> {
         let hash = self.hasher.hash_one(key);
-        if self.shards[shard_index(hash)].find(hash, |(k, _)| **k == *key).is_none() {
-            return None;
-        }
+        // Look before copying a shard that does not hold the key.
+        self.shards[shard_index(hash)].find(hash, |(k, _)| **k == *key)?;
         let removed = self.shard_mut(hash).find_entry(hash, |(k, _)| **k == *key).ok().map(|e| e.remove().0.1);
         if removed.is_some() {
             self.len -= 1;
