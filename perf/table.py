@@ -33,7 +33,8 @@ for s in scenarios:
     print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")
 quiet, churn = by.get(("reference", "rocketns"), {}), by.get(("churn", "rocketns"), {})
 if quiet.get("rps") and churn.get("rps"):
-    print(f"\nUnder churn (every broker re-registering its 1000 topics with a new DataVersion, back to back): "
+    print(f"\nUnder churn (every broker re-registering its 1000 topics with a new DataVersion every 100 ms, 300 times "
+          f"a real broker's 30 s period): "
           f"{churn['rps']:.0f} requests/s, {churn['rps'] / quiet['rps']:.2f} × the quiet {quiet['rps']:.0f}; "
           f"{churn.get('registrations', 0)} full re-registrations in {churn['seconds']:.0f} s.")
 if startup:

@@ -1,6 +1,7 @@
 //! Decoding of request headers, JSON (`T = 0`) and ROCKETMQ binary (`T = 1`), as leniently as Java does.
 
 use bytes::{Buf, Bytes};
+use compact_str::CompactString;
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::frame::{RawFrame, SerializeType};
@@ -32,7 +33,7 @@ fn take_len(buf: &mut Bytes, size: usize, field: &'static str) -> Result<(), Hea
 }
 
 /// Reads `len` bytes as text; Java decodes with replacement characters, so invalid UTF-8 is not fatal.
-fn take_string(buf: &mut Bytes, len: i64, field: &'static str) -> Result<Option<String>, HeaderError> {
+fn take_string(buf: &mut Bytes, len: i64, field: &'static str) -> Result<Option<CompactString>, HeaderError> {
     if len < 0 {
         return Err(HeaderError::NegativeLength(field));
     }
@@ -40,7 +41,10 @@ fn take_string(buf: &mut Bytes, len: i64, field: &'static str) -> Result<Option<
     take_len(buf, len, field)?;
     let bytes = buf.split_to(len);
     // A zero-length string is null in Java's binary decoder.
-    Ok((len > 0).then(|| String::from_utf8_lossy(&bytes).into_owned()))
+    Ok((len > 0).then(|| match std::str::from_utf8(&bytes) {
+        Ok(text) => CompactString::from(text),
+        Err(_) => CompactString::from(String::from_utf8_lossy(&bytes)),
+    }))
 }
 
 pub fn decode_binary_header(mut buf: Bytes) -> Result<RemotingCommand, HeaderError> {
@@ -51,7 +55,7 @@ pub fn decode_binary_header(mut buf: Bytes) -> Result<RemotingCommand, HeaderErr
     let opaque = buf.get_i32();
     let flag = buf.get_i32();
     let remark_len = buf.get_i32() as i64;
-    let remark = take_string(&mut buf, remark_len, "remark")?;
+    let remark = take_string(&mut buf, remark_len, "remark")?.map(String::from);
     take_len(&mut buf, 4, "extFields length")?;
     let ext_len = buf.get_i32() as i64;
     if ext_len < 0 {
@@ -71,7 +75,7 @@ pub fn decode_binary_header(mut buf: Bytes) -> Result<RemotingCommand, HeaderErr
             let val_len = map.get_i32() as i64;
             let value = take_string(&mut map, val_len, "extFields value")?;
             if let (Some(k), Some(v)) = (key, value) {
-                ext.push(k.into(), v.into());
+                ext.push(k, v);
             }
         }
         Some(ext)
