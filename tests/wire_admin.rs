@@ -144,12 +144,6 @@ async fn unit_topic_lists() {
     assert_eq!(c.request(request(304, &[])).await.code, 0, "304 has no switch");
 }
 
-fn update_config(text: &str) -> RemotingCommand {
-    let mut r = request(318, &[]);
-    r.body = Bytes::from(text.to_string());
-    r
-}
-
 /// RequestProcessorTest#testGetBrokerMemberBroker; protocol.md §3.7 for the body, §2.20 for the remark.
 #[tokio::test]
 async fn broker_member_group() {
@@ -176,18 +170,6 @@ fn acting_config() -> rocketns::NamesrvConfig {
 
 fn member(name: &'static str, id: i64, addr: &'static str) -> Broker<'static> {
     Broker { acting_master: Some(true), ..Broker::new("Default_Cluster", name, id, addr) }
-}
-
-async fn wait_for<F: Fn(&serde_json::Value) -> bool>(c: &mut Client, topic: &str, check: F) -> serde_json::Value {
-    for _ in 0..200 {
-        if let Some(r) = route(c, topic).await
-            && check(&r)
-        {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("route of {topic} never reached the expected state");
 }
 
 /// RouteInfoManagerNewTest#unRegisterMasterBroker and #pickupPartitionOrderTopicRouteData: with

@@ -129,12 +129,6 @@ async fn ordered_topics_need_order_message_enable_and_follow_its_runtime_change(
     assert_eq!(route(&mut c, "TopicOrder").await.unwrap()["orderTopicConf"], "broker-a:4");
 }
 
-fn update_config(text: &str) -> rocketns::remoting::RemotingCommand {
-    let mut r = request(318, &[]);
-    r.body = Bytes::from(text.to_string());
-    r
-}
-
 async fn config_text(c: &mut Client) -> String {
     let resp = c.request(request(319, &[])).await;
     assert_eq!(resp.code, 0);

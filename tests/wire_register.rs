@@ -95,14 +95,7 @@ async fn switch_broker_role() {
 }
 
 async fn wait_addrs(c: &mut Client, topic: &str, want: usize) -> serde_json::Value {
-    for _ in 0..200 {
-        let r = route(c, topic).await.expect("route present");
-        if broker_addrs(&r, "Default_Broker").len() == want {
-            return r;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("route of {topic} never had {want} addresses");
+    wait_for(c, topic, |r| broker_addrs(r, "Default_Broker").len() == want).await
 }
 
 /// RouteInfoManagerNewTest#unRegisterSlaveBroker.

@@ -239,6 +239,26 @@ pub async fn wait_route_gone(c: &mut Client, topic: &str) {
     panic!("route of {topic} still present");
 }
 
+/// Polls until `topic`'s route exists and passes `check` (changes through the writer's queue are asynchronous).
+pub async fn wait_for<F: Fn(&serde_json::Value) -> bool>(c: &mut Client, topic: &str, check: F) -> serde_json::Value {
+    for _ in 0..200 {
+        if let Some(r) = route(c, topic).await
+            && check(&r)
+        {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("route of {topic} never reached the expected state");
+}
+
+/// UPDATE_NAMESRV_CONFIG with a properties text.
+pub fn update_config(text: &str) -> RemotingCommand {
+    let mut r = request(318, &[]);
+    r.body = Bytes::from(text.to_string());
+    r
+}
+
 /// `brokerAddrs` of the route's BrokerData named `name`, as (id, addr) pairs.
 pub fn broker_addrs(route: &serde_json::Value, name: &str) -> Vec<(i64, String)> {
     let datas = route["brokerDatas"].as_array().expect("brokerDatas");
