@@ -57,10 +57,6 @@ impl KvConfigStore {
         Ok(KvConfigStore { path: path.to_path_buf(), table: RwLock::new(table), persist_lock: Mutex::new(()) })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
         self.table.read().unwrap_or_else(|p| p.into_inner())
     }

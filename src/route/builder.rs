@@ -120,11 +120,6 @@ impl<'a> RouteBuilder<'a> {
         }
     }
 
-    /// The state being built (for reading mid-batch; topic queue data is final only after `finish`).
-    pub fn snapshot(&self) -> &RouteSnapshot {
-        &self.next
-    }
-
     fn put_broker(&mut self, data: BrokerData) {
         let name = data.broker_name.clone();
         if self.next.brokers.get(&name).map(|b| **b != data).unwrap_or(true) {

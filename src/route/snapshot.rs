@@ -63,12 +63,6 @@ pub struct TopicRoute {
     pub encoded: Option<EncodedRoute>,
 }
 
-impl TopicRoute {
-    pub fn queue_data(&self, broker_name: &str) -> Option<&QueueData> {
-        self.queue_datas.iter().find(|q| &*q.broker_name == broker_name)
-    }
-}
-
 /// Bodies derived from the whole table, encoded on first use and dropped with the snapshot.
 #[derive(Debug, Default)]
 struct Derived {

@@ -1,7 +1,7 @@
 //! The route writer: the one task that changes routes.
 //!
 //! Handlers send mutations over a channel; the writer takes every mutation already waiting, applies them to a
-//! copy of the current snapshot (cheap: the maps are persistent), publishes one new snapshot through `ArcSwap`
+//! copy of the current snapshot (cheap: its tables are copy-on-write), publishes one new snapshot through `ArcSwap`
 //! if anything visible changed, and only then answers, so a client that saw its registration acknowledged
 //! also sees its routes. Order on the channel is the order of application: an unregistration queued before a
 //! registration can never remove it.
