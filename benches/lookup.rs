@@ -23,7 +23,7 @@ const BROKERS: usize = 4;
 const TOPICS: usize = 1000;
 
 async fn populated_table() -> RouteHandle {
-    let (handle, writer) = route_table(RouteSnapshot::default(), 1024);
+    let (handle, writer) = route_table(RouteSnapshot::default(), None, 1024);
     tokio::spawn(writer.run());
     let topic_configs: Vec<TopicConfig> =
         (0..TOPICS).map(|i| TopicConfig::new(format!("topic-{i}"), 8, 8, 6)).collect();

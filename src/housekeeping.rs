@@ -24,6 +24,32 @@ pub async fn scan_inactive_brokers(routes: RouteHandle, config: SharedConfig) {
     }
 }
 
+/// Writes the route snapshot file for warm restart every `routeSnapshotIntervalSeconds`, when the routes
+/// changed since the last write.
+pub async fn save_routes_periodically(routes: RouteHandle, config: SharedConfig) {
+    let mut saved_version = routes.snapshot.load().version;
+    loop {
+        let config = config.load_full();
+        tokio::time::sleep(Duration::from_secs(config.route_snapshot_interval_seconds.max(1))).await;
+        let version = routes.snapshot.load().version;
+        if config.warm_restart && version != saved_version {
+            save_routes(&routes, &config.route_snapshot_file()).await;
+            saved_version = version;
+        }
+    }
+}
+
+/// Writes the current routes to `path`, atomically.
+pub async fn save_routes(routes: &RouteHandle, path: &std::path::Path) {
+    let content = crate::route::dump::dump(&routes.snapshot.load(), &routes.liveness);
+    let path_buf = path.to_path_buf();
+    match tokio::task::spawn_blocking(move || crate::fsutil::write_atomically(&path_buf, &content)).await {
+        Ok(Ok(())) => tracing::debug!(path = %path.display(), "route snapshot file written"),
+        Ok(Err(e)) => tracing::warn!(path = %path.display(), error = %e, "cannot write the route snapshot file"),
+        Err(e) => tracing::warn!(error = %e, "route snapshot writer failed"),
+    }
+}
+
 /// A connection closed: brokers that registered over it are removed at once.
 pub async fn on_connection_closed(routes: &RouteHandle, conn: ConnId) {
     if routes.liveness.registered_over(conn).is_empty() {

@@ -38,7 +38,8 @@ impl NameServer {
         let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
         let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
         let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
-        let (routes, writer) = route_table(initial, capacity);
+        let saved = if config.warm_restart { read_route_snapshot(&config.route_snapshot_file()) } else { None };
+        let (routes, writer) = route_table(initial, saved.as_deref(), capacity);
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
         let listener = TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?;
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
@@ -53,12 +54,18 @@ impl NameServer {
         self.processor.routes.clone()
     }
 
-    /// Serves until `shutdown` completes.
+    /// Serves until `shutdown` completes, then stops gracefully: no new connections; for a grace period
+    /// (`shutdownWaitTimeSeconds` with `enableShutdownGracefully`, half a second otherwise) open connections
+    /// are still served, clients newer than 5.3.1 being told GO_AWAY as Java does; the routes are saved for
+    /// warm restart; then everything stops.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let NameServer { listener, processor, writer } = self;
         let writer = tokio::spawn(writer.run());
         let scan =
             tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), processor.config.clone()));
+        let saver =
+            tokio::spawn(housekeeping::save_routes_periodically(processor.routes.clone(), processor.config.clone()));
+        let mut connections = tokio::task::JoinSet::new();
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
         loop {
@@ -78,14 +85,48 @@ impl NameServer {
             let id = next_id.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(conn = id, %peer, "connection accepted");
             let processor = processor.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let routes = processor.routes.clone();
+                let stopping = processor.shutting_down.clone();
                 Connection::new(stream, id, processor).run().await;
-                housekeeping::on_connection_closed(&routes, id).await;
+                // Connections that end during shutdown leave their brokers registered: they are saved for
+                // warm restart and will come back.
+                if !stopping.load(Ordering::Acquire) {
+                    housekeeping::on_connection_closed(&routes, id).await;
+                }
                 tracing::debug!(conn = id, %peer, "connection closed");
             });
+            // Reap finished connection tasks as we go.
+            while connections.try_join_next().is_some() {}
         }
+        drop(listener);
+        processor.shutting_down.store(true, Ordering::Release);
+        let config = processor.config.load_full();
+        let grace = if config.enable_shutdown_gracefully {
+            Duration::from_secs(config.shutdown_wait_time_seconds.max(0) as u64)
+        } else {
+            Duration::from_millis(500)
+        };
+        tracing::info!(grace_ms = grace.as_millis() as u64, connections = connections.len(), "shutting down");
+        let _ = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
+        saver.abort();
+        if config.warm_restart {
+            housekeeping::save_routes(&processor.routes, &config.route_snapshot_file()).await;
+        }
+        connections.shutdown().await;
         scan.abort();
         writer.abort();
+    }
+}
+
+/// The route snapshot file's content, if there is one to read.
+fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "route snapshot file unreadable, starting with no routes");
+            None
+        }
     }
 }

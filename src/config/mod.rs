@@ -173,6 +173,12 @@ namesrv_config! {
     enable_shutdown_gracefully: bool = false => "enableShutdownGracefully",
     shutdown_wait_time_seconds: i32 = 30 => "shutdownWaitTimeSeconds",
     use_epoll_native_selector: bool = false => "useEpollNativeSelector",
+    /// Warm restart: save the route tables periodically and at shutdown, and serve them at once on start.
+    warm_restart: bool = true => "warmRestart",
+    /// The route snapshot file of warm restart; empty means `routeSnapshot.json` beside `kvConfigPath`.
+    route_snapshot_path: String = String::new() => "routeSnapshotPath",
+    /// How often the route snapshot file is rewritten (when the routes changed), in seconds.
+    route_snapshot_interval_seconds: u64 = 30 => "routeSnapshotIntervalSeconds",
     /// Header encoding of replies, `JSON` (what every client reads, and the only one the C++ client reads) or
     /// `ROCKETMQ`; Java's `rocketmq.serialize.type`. The environment variable `ROCKETMQ_SERIALIZE_TYPE`
     /// sets the default, as for Java.
@@ -209,6 +215,15 @@ impl NamesrvConfig {
             });
         }
         Ok(())
+    }
+
+    /// Where warm restart keeps the routes.
+    pub fn route_snapshot_file(&self) -> std::path::PathBuf {
+        if !self.route_snapshot_path.is_empty() {
+            return self.route_snapshot_path.clone().into();
+        }
+        let kv = Path::new(&self.kv_config_path);
+        kv.parent().unwrap_or(Path::new(".")).join("routeSnapshot.json")
     }
 
     pub fn reply_serialize_type(&self) -> crate::remoting::SerializeType {

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::config::{NamesrvConfig, SharedConfig};
 use crate::error::RequestError;
 use crate::kvconfig::KvConfigStore;
-use crate::protocol::codes::{request, response};
+use crate::protocol::codes::{request, response, version};
 use crate::protocol::lenient;
 use crate::remoting::RemotingCommand;
 use crate::route::{ConnId, RouteConfig, RouteHandle};
@@ -32,6 +32,8 @@ pub struct Processor {
     pub started: Instant,
     /// Serializes config updates, so that two at once cannot lose one another.
     config_update: Arc<tokio::sync::Mutex<()>>,
+    /// Set when the server is stopping: newer clients are told to go away.
+    pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Processor {
@@ -41,12 +43,26 @@ impl Processor {
         kv: Arc<KvConfigStore>,
         config_file: Option<PathBuf>,
     ) -> Self {
-        Processor { routes, config, kv, config_file, started: Instant::now(), config_update: Default::default() }
+        Processor {
+            routes,
+            config,
+            kv,
+            config_file,
+            started: Instant::now(),
+            config_update: Default::default(),
+            shutting_down: Default::default(),
+        }
     }
 
     /// Handles one request and returns the reply (its `opaque` already copied). The caller drops the reply
     /// of a oneway request.
     pub async fn process(&self, req: &RemotingCommand, conn: ConnId) -> RemotingCommand {
+        // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
+        if req.version > version::V5_3_1 && self.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+            let mut resp = RemotingCommand::response(response::GO_AWAY, Some("please go away".into()));
+            resp.opaque = req.opaque;
+            return resp;
+        }
         let result = match req.code {
             request::GET_ROUTEINFO_BY_TOPIC => query::get_route_info_by_topic(self, req),
             request::GET_BROKER_CLUSTER_INFO => Ok(query::get_broker_cluster_info(self)),

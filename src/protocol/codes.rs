@@ -47,6 +47,8 @@ pub mod version {
     pub const V4_9_4: i32 = 401;
     /// V5_0_0: the compressed registration body carries static-topic mappings.
     pub const V5_0_0: i32 = 413;
+    /// V5_3_1: clients newer than this are told GO_AWAY during a graceful shutdown.
+    pub const V5_3_1: i32 = 475;
     /// V5_3_3: the version this server announces in its replies, like the Java 5.3 NameServer.
     pub const CURRENT: i32 = 479;
 }

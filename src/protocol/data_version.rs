@@ -6,7 +6,7 @@ use crate::json;
 use crate::protocol::lenient;
 
 /// Equality compares all three fields (Java's `equals`); 4.x brokers send no `stateVersion`, read as 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DataVersion {
     #[serde(default, deserialize_with = "lenient::i64_or_zero")]

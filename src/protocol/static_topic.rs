@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::json::{self, JsonStyle};
 use crate::protocol::lenient;
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicQueueMappingInfo {
     #[serde(default, deserialize_with = "lenient::opt_string")]

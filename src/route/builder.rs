@@ -381,6 +381,43 @@ impl<'a> RouteBuilder<'a> {
         }
     }
 
+    /// Restores a table saved by `route::dump` (warm restart): the same state, encoded afresh.
+    pub fn restore(&mut self, dump: crate::route::dump::RouteDump) {
+        for b in dump.brokers {
+            let mut data = BrokerData::new(b.cluster.into(), b.broker_name.into());
+            data.broker_addrs = b.broker_addrs.into_iter().map(|(id, a)| (id, Arc::from(a))).collect();
+            data.zone_name = b.zone_name.map(Arc::from);
+            data.enable_acting_master = b.enable_acting_master;
+            self.put_broker(data);
+        }
+        let clusters = Arc::make_mut(&mut self.next.clusters);
+        for (cluster, names) in dump.clusters {
+            clusters.entry(cluster.into()).or_default().extend(names.into_iter().map(Arc::from));
+        }
+        for t in dump.topics {
+            for q in t.queue_datas {
+                let qd = QueueData {
+                    broker_name: q.broker_name.into(),
+                    read_queue_nums: q.read_queue_nums,
+                    write_queue_nums: q.write_queue_nums,
+                    perm: q.perm,
+                    topic_sys_flag: q.topic_sys_flag,
+                };
+                self.put_queue_data(&t.topic, qd);
+            }
+        }
+        let filters = Arc::make_mut(&mut self.next.filter_servers);
+        for f in dump.filter_servers {
+            filters.insert(BrokerAddrKey::new(&f.cluster, &f.broker_addr), f.servers);
+        }
+        for (topic, infos) in dump.mappings {
+            for info in infos {
+                self.put_mapping(&topic, &info);
+            }
+        }
+        self.changed = true;
+    }
+
     /// Stores a broker's share of a static topic (keyed by the mapping's own broker name, as Java does).
     fn put_mapping(&mut self, topic: &str, info: &crate::protocol::TopicQueueMappingInfo) {
         let Some(bname) = info.bname.as_deref() else { return };

@@ -99,6 +99,15 @@ impl BrokerLiveTable {
         }
     }
 
+    pub fn clear(&self) {
+        self.map.clear();
+    }
+
+    /// Every entry (for the route snapshot file).
+    pub fn entries(&self) -> Vec<(BrokerAddrKey, BrokerLiveInfo)> {
+        self.map.iter().map(|e| (e.key().clone(), e.value().clone())).collect()
+    }
+
     /// Brokers whose heartbeat is older than their timeout.
     pub fn expired(&self, now: Instant) -> Vec<BrokerAddrKey> {
         self.map.iter().filter(|e| e.value().is_expired(now)).map(|e| e.key().clone()).collect()

@@ -4,6 +4,7 @@
 pub type FastHasher = foldhash::fast::RandomState;
 
 pub mod builder;
+pub mod dump;
 pub mod encode;
 pub mod liveness;
 pub mod snapshot;

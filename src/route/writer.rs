@@ -143,10 +143,37 @@ pub struct RouteWriter {
 /// Creates the route table, starting from `initial` (empty, with its switches and ordered-topic configs):
 /// the handle for handlers and the writer to spawn. At most `unregister_capacity` unregistrations wait at
 /// once (Java's `unRegisterBrokerQueueCapacity`).
-pub fn route_table(initial: RouteSnapshot, unregister_capacity: usize) -> (RouteHandle, RouteWriter) {
+///
+/// `saved_routes` is the content of a warm-restart file (see `route::dump`): its routes are served at once,
+/// each of its brokers on a fresh liveness timer. A file that cannot be read is ignored with a warning.
+pub fn route_table(
+    initial: RouteSnapshot,
+    saved_routes: Option<&[u8]>,
+    unregister_capacity: usize,
+) -> (RouteHandle, RouteWriter) {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY + unregister_capacity);
-    let snapshot = Arc::new(ArcSwap::from_pointee(initial));
     let liveness = Arc::new(BrokerLiveTable::new());
+    let mut index = BrokerTopicIndex::default();
+    let start = match saved_routes {
+        None => initial,
+        Some(bytes) => match crate::route::dump::restore(bytes, &initial, &mut index, &liveness, Instant::now()) {
+            Ok(restored) => {
+                tracing::info!(
+                    topics = restored.topics.len(),
+                    brokers = restored.brokers.len(),
+                    "routes restored from the route snapshot file"
+                );
+                restored
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "route snapshot file ignored, starting with no routes");
+                index = BrokerTopicIndex::default();
+                liveness.clear();
+                initial
+            }
+        },
+    };
+    let snapshot = Arc::new(ArcSwap::from_pointee(start));
     let pending_unregisters = Arc::new(AtomicUsize::new(0));
     let handle = RouteHandle {
         snapshot: snapshot.clone(),
@@ -155,7 +182,7 @@ pub fn route_table(initial: RouteSnapshot, unregister_capacity: usize) -> (Route
         pending_unregisters: pending_unregisters.clone(),
         unregister_capacity,
     };
-    let writer = RouteWriter { snapshot, liveness, index: BrokerTopicIndex::default(), rx, pending_unregisters };
+    let writer = RouteWriter { snapshot, liveness, index, rx, pending_unregisters };
     (handle, writer)
 }
 
@@ -247,7 +274,7 @@ mod tests {
     /// Mutations waiting together become one snapshot, and every registration is answered after it is visible.
     #[tokio::test]
     async fn queued_mutations_are_published_as_one_snapshot() {
-        let (handle, writer) = route_table(RouteSnapshot::default(), 64);
+        let (handle, writer) = route_table(RouteSnapshot::default(), None, 64);
         let mut replies = Vec::new();
         for i in 0..10 {
             let (tx, rx) = oneshot::channel();
@@ -265,7 +292,7 @@ mod tests {
 
     #[tokio::test]
     async fn unregistrations_beyond_the_cap_are_refused_without_waiting() {
-        let (handle, writer) = route_table(RouteSnapshot::default(), 2);
+        let (handle, writer) = route_table(RouteSnapshot::default(), None, 2);
         let unregister = || UnregisterRequest {
             cluster: "c".into(),
             broker_addr: "a:1".into(),

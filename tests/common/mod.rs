@@ -18,6 +18,24 @@ use tokio_util::codec::Decoder;
 pub struct TestServer {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// Starts the graceful shutdown, without waiting for it.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Shuts down and waits until the server has stopped (routes saved, connections closed).
+    pub async fn shutdown(mut self) {
+        self.begin_shutdown();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
 }
 
 impl Drop for TestServer {
@@ -52,10 +70,10 @@ pub async fn start_with_file(config: NamesrvConfig, config_file: Option<std::pat
     let server = NameServer::bind(config, config_file).await.expect("bind 127.0.0.1:0");
     let addr = server.local_addr().expect("local addr");
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server.run(async {
+    let task = tokio::spawn(server.run(async {
         let _ = stopped.await;
     }));
-    TestServer { addr, stop: Some(stop) }
+    TestServer { addr, stop: Some(stop), task: Some(task) }
 }
 
 /// A raw remoting client.

@@ -1,0 +1,130 @@
+//! Stopping and starting again: graceful shutdown with GO_AWAY, and warm restart (routes saved at shutdown
+//! and served at once on the next start, each broker on a fresh liveness timer).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rocketns::protocol::DataVersion;
+
+const TOPICS: &[(&str, i32, i32)] = &[("TopicA", 8, 6), ("TopicB", 8, 6)];
+
+fn broker() -> Broker<'static> {
+    Broker::new("DefaultCluster", "broker-a", 0, "127.0.0.1:10911")
+}
+
+/// While a graceful shutdown lasts, clients newer than 5.3.1 are told GO_AWAY (1500, `please go away`),
+/// older ones are still answered, and no new connection is accepted.
+#[tokio::test]
+async fn graceful_shutdown_says_go_away() {
+    let mut config = test_config();
+    config.enable_shutdown_gracefully = true;
+    config.shutdown_wait_time_seconds = 2;
+    let mut server = start_with(config).await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &broker(), dv(1), TOPICS).await;
+    server.begin_shutdown();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let resp = c.request(route_request("TopicA", 479)).await;
+    assert_eq!((resp.code, resp.remark.as_deref()), (1500, Some("please go away")));
+    let resp = c.request(route_request("TopicA", 475)).await;
+    assert_eq!(resp.code, 0, "5.3.1 and older clients are still served");
+    assert!(tokio::net::TcpStream::connect(server.addr).await.is_err(), "no new connections");
+    let started = std::time::Instant::now();
+    server.shutdown().await;
+    assert!(started.elapsed() < Duration::from_secs(3), "bounded by shutdownWaitTimeSeconds");
+    assert!(c.is_closed().await);
+}
+
+/// Routes come back at once after a restart; the broker's DataVersion too, so its next periodic
+/// registration changes nothing.
+#[tokio::test]
+async fn warm_restart_serves_routes_at_once() {
+    let config = test_config();
+    let file = config.route_snapshot_file();
+    let server = start_with(config.clone()).await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &broker(), dv(7), TOPICS).await;
+    c.request(request(100, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "TopicA"), ("value", "broker-a:8")])).await;
+    let before = c.request(route_request("TopicA", 479)).await.body;
+    let info_before = c.request(request(106, &[])).await.body;
+    server.shutdown().await;
+    assert!(file.exists(), "saved at shutdown");
+
+    let server = start_with(config).await;
+    let mut c = Client::connect(server.addr).await;
+    assert_eq!(c.request(route_request("TopicA", 479)).await.body, before, "the same route, at once");
+    assert_eq!(c.request(request(106, &[])).await.body, info_before);
+    let query = |dv: DataVersion| {
+        let mut r = request(
+            322,
+            &[
+                ("clusterName", "DefaultCluster"),
+                ("brokerAddr", "127.0.0.1:10911"),
+                ("brokerName", "broker-a"),
+                ("brokerId", "0"),
+            ],
+        );
+        r.body = bytes::Bytes::from(dv.to_json());
+        r
+    };
+    assert_eq!(c.request(query(dv(7))).await.ext("changed"), Some("false"));
+    // The broker comes back over a new connection: a no-op; once that connection closes, it is removed.
+    let mut b = Client::connect(server.addr).await;
+    register(&mut b, &broker(), dv(7), TOPICS).await;
+    drop(b);
+    wait_route_gone(&mut c, "TopicA").await;
+}
+
+/// A restored broker that never comes back expires on the usual timeout.
+#[tokio::test(start_paused = true)]
+async fn restored_broker_that_never_returns_expires() {
+    let mut config = test_config();
+    config.server_channel_max_idle_time_seconds = 24 * 3600;
+    let server = start_with(config.clone()).await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &broker(), dv(1), TOPICS).await;
+    server.shutdown().await;
+    drop(c);
+
+    let server = start_with(config).await;
+    let mut c = Client::connect(server.addr).await;
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    assert!(route(&mut c, "TopicA").await.is_some(), "served from the file for its timeout");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(route(&mut c, "TopicA").await.is_none(), "expired: 120 s and one scan");
+}
+
+/// A corrupt or old-format route snapshot file is ignored with a warning; the server starts empty.
+#[tokio::test]
+async fn unreadable_route_snapshot_files_are_ignored() {
+    for content in [
+        &b"{\"format\":\"rocketns-routes/1\",\"brokers\":["[..],
+        b"\x00\xff garbage",
+        br#"{"format":"rocketns-routes/0","brokers":[]}"#,
+    ] {
+        let config = test_config();
+        std::fs::write(config.route_snapshot_file(), content).unwrap();
+        let server = start_with(config).await;
+        let mut c = Client::connect(server.addr).await;
+        assert_eq!(&c.request(request(106, &[])).await.body[..], br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
+        register(&mut c, &broker(), dv(1), TOPICS).await;
+        assert!(route(&mut c, "TopicA").await.is_some(), "serving normally");
+    }
+}
+
+/// `warmRestart=false` is Java's behaviour: nothing saved, an empty start.
+#[tokio::test]
+async fn warm_restart_can_be_turned_off() {
+    let mut config = test_config();
+    config.warm_restart = false;
+    let server = start_with(config.clone()).await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &broker(), dv(1), TOPICS).await;
+    server.shutdown().await;
+    assert!(!config.route_snapshot_file().exists());
+    let server = start_with(config).await;
+    let mut c = Client::connect(server.addr).await;
+    assert!(route(&mut c, "TopicA").await.is_none());
+}
