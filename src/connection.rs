@@ -12,7 +12,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Decoder;
 
+use crate::metrics::RequestTally;
 use crate::processor::Processor;
+use crate::protocol::codes::{request, response};
 use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
 use crate::route::ConnId;
 
@@ -93,6 +95,7 @@ impl Connection {
     pub async fn run(mut self) {
         let mut read_buf = BytesMut::with_capacity(READ_BUFFER);
         let mut out = OutQueue::new(self.processor.config.load().reply_serialize_type());
+        let mut tally = RequestTally::default();
         loop {
             loop {
                 let frame = match self.decoder.decode(&mut read_buf) {
@@ -115,12 +118,19 @@ impl Connection {
                     continue;
                 }
                 tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
+                let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
+                let started = sampled.then(std::time::Instant::now);
                 let resp = self.processor.process(&cmd, self.id).await;
+                if let Some(started) = started {
+                    self.processor.metrics.record_lookup_latency(started.elapsed());
+                }
+                tally.record(cmd.code, resp.code == response::SUCCESS);
                 tracing::trace!(conn = self.id, code = resp.code, remark = ?resp.remark, "reply");
                 if !cmd.is_oneway() {
                     out.push(&resp);
                 }
             }
+            tally.flush(&self.processor.metrics);
             // A large frame (a broker's registration) grew the buffer; do not keep megabytes per connection.
             if read_buf.is_empty() && read_buf.capacity() > MAX_IDLE_READ_BUFFER {
                 read_buf = BytesMut::with_capacity(READ_BUFFER);

@@ -5,7 +5,7 @@
 //! - [`protocol`]: RocketMQ data types and their exact JSON;
 //! - [`route`]: immutable route snapshots, the single writer, broker liveness;
 //! - [`processor`]: request dispatch, one handler per code; [`error`] maps failures to response codes;
-//! - [`connection`], [`server`], [`housekeeping`]: I/O and timers;
+//! - [`connection`], [`server`], [`housekeeping`]: I/O and timers; [`http`] and [`metrics`]: the operator's port;
 //! - [`kvconfig`]: the KV config store; [`fsutil`]: crash-safe file writes;
 //! - [`config`]: the Java configuration keys, and which of them may change at runtime.
 
@@ -14,8 +14,10 @@ pub mod connection;
 pub mod error;
 pub mod fsutil;
 pub mod housekeeping;
+pub mod http;
 pub mod json;
 pub mod kvconfig;
+pub mod metrics;
 pub mod processor;
 pub mod protocol;
 pub mod remoting;

@@ -26,6 +26,7 @@ pub enum StartError {
 
 pub struct NameServer {
     listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
     processor: Processor,
     writer: RouteWriter,
 }
@@ -42,8 +43,20 @@ impl NameServer {
         let (routes, writer) = route_table(initial, saved.as_deref(), capacity);
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
         let listener = TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?;
+        let metrics_listener = match config.metrics_port {
+            0 => None,
+            port => {
+                let addr = format!("{}:{}", config.bind_address, port);
+                Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?)
+            }
+        };
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
-        Ok(NameServer { listener, processor: Processor::new(routes, shared, kv, config_file), writer })
+        Ok(NameServer {
+            listener,
+            metrics_listener,
+            processor: Processor::new(routes, shared, kv, config_file),
+            writer,
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -59,8 +72,9 @@ impl NameServer {
     /// are still served, clients newer than 5.3.1 being told GO_AWAY as Java does; the routes are saved for
     /// warm restart; then everything stops.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let NameServer { listener, processor, writer } = self;
+        let NameServer { listener, metrics_listener, processor, writer } = self;
         let writer = tokio::spawn(writer.run());
+        let http = metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, processor.clone())));
         let scan =
             tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), processor.config.clone()));
         let saver =
@@ -88,7 +102,11 @@ impl NameServer {
             connections.spawn(async move {
                 let routes = processor.routes.clone();
                 let stopping = processor.shutting_down.clone();
+                let metrics = processor.metrics.clone();
+                metrics.connections.fetch_add(1, Ordering::Relaxed);
+                metrics.connections_total.fetch_add(1, Ordering::Relaxed);
                 Connection::new(stream, id, processor).run().await;
+                metrics.connections.fetch_sub(1, Ordering::Relaxed);
                 // Connections that end during shutdown leave their brokers registered: they are saved for
                 // warm restart and will come back.
                 if !stopping.load(Ordering::Acquire) {
@@ -114,6 +132,9 @@ impl NameServer {
             housekeeping::save_routes(&processor.routes, &config.route_snapshot_file()).await;
         }
         connections.shutdown().await;
+        if let Some(http) = http {
+            http.abort();
+        }
         scan.abort();
         writer.abort();
     }

@@ -173,6 +173,8 @@ namesrv_config! {
     enable_shutdown_gracefully: bool = false => "enableShutdownGracefully",
     shutdown_wait_time_seconds: i32 = 30 => "shutdownWaitTimeSeconds",
     use_epoll_native_selector: bool = false => "useEpollNativeSelector",
+    /// Port of the HTTP endpoint for metrics, health and route dumps (on `bindAddress`); 0 turns it off.
+    metrics_port: u16 = 0 => "metricsPort",
     /// Warm restart: save the route tables periodically and at shutdown, and serve them at once on start.
     warm_restart: bool = true => "warmRestart",
     /// The route snapshot file of warm restart; empty means `routeSnapshot.json` beside `kvConfigPath`.

@@ -34,6 +34,7 @@ pub struct Processor {
     config_update: Arc<tokio::sync::Mutex<()>>,
     /// Set when the server is stopping: newer clients are told to go away.
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Processor {
@@ -51,7 +52,19 @@ impl Processor {
             started: Instant::now(),
             config_update: Default::default(),
             shutting_down: Default::default(),
+            metrics: Default::default(),
         }
+    }
+
+    /// Serving routes: past the start-up wait (`needWaitForService`) and not shutting down.
+    pub fn is_ready(&self) -> bool {
+        !self.shutting_down.load(std::sync::atomic::Ordering::Acquire) && !self.waiting_for_service()
+    }
+
+    pub(crate) fn waiting_for_service(&self) -> bool {
+        let config = self.config.load();
+        config.need_wait_for_service
+            && self.started.elapsed() < std::time::Duration::from_secs(config.wait_seconds_for_service.max(0) as u64)
     }
 
     /// Handles one request and returns the reply (its `opaque` already copied). The caller drops the reply

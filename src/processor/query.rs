@@ -38,10 +38,7 @@ fn requested_zone(req: &RemotingCommand) -> Option<&str> {
 }
 
 pub(super) fn get_route_info_by_topic(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
-    let config = p.config.load();
-    if config.need_wait_for_service
-        && p.started.elapsed() < std::time::Duration::from_secs(config.wait_seconds_for_service.max(0) as u64)
-    {
+    if p.waiting_for_service() {
         return Err(RequestError::NotReady);
     }
     let topic = req.ext("topic");

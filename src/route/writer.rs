@@ -7,7 +7,7 @@
 //! registration can never remove it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, oneshot};
@@ -66,11 +66,20 @@ pub enum RouteMutation {
     },
 }
 
+/// What the writer has done, for metrics.
+#[derive(Debug, Default)]
+pub struct RouteCounters {
+    pub registrations: AtomicU64,
+    pub expiries: AtomicU64,
+    pub publishes: AtomicU64,
+}
+
 /// What handlers hold to read routes and submit changes.
 #[derive(Clone)]
 pub struct RouteHandle {
     pub snapshot: Arc<ArcSwap<RouteSnapshot>>,
     pub liveness: Arc<BrokerLiveTable>,
+    pub counters: Arc<RouteCounters>,
     tx: mpsc::Sender<RouteMutation>,
     /// Unregistrations queued and not yet applied, capped like Java's batch unregistration queue.
     pending_unregisters: Arc<AtomicUsize>,
@@ -138,6 +147,7 @@ pub struct RouteWriter {
     index: BrokerTopicIndex,
     rx: mpsc::Receiver<RouteMutation>,
     pending_unregisters: Arc<AtomicUsize>,
+    counters: Arc<RouteCounters>,
 }
 
 /// Creates the route table, starting from `initial` (empty, with its switches and ordered-topic configs):
@@ -175,14 +185,16 @@ pub fn route_table(
     };
     let snapshot = Arc::new(ArcSwap::from_pointee(start));
     let pending_unregisters = Arc::new(AtomicUsize::new(0));
+    let counters = Arc::new(RouteCounters::default());
     let handle = RouteHandle {
         snapshot: snapshot.clone(),
         liveness: liveness.clone(),
+        counters: counters.clone(),
         tx,
         pending_unregisters: pending_unregisters.clone(),
         unregister_capacity,
     };
-    let writer = RouteWriter { snapshot, liveness, index, rx, pending_unregisters };
+    let writer = RouteWriter { snapshot, liveness, index, rx, pending_unregisters, counters };
     (handle, writer)
 }
 
@@ -202,7 +214,10 @@ impl RouteWriter {
         let mut done_replies = Vec::new();
         for m in batch {
             match m {
-                RouteMutation::Register(r, reply) => register_replies.push((reply, builder.register_broker(&r))),
+                RouteMutation::Register(r, reply) => {
+                    self.counters.registrations.fetch_add(1, Ordering::Relaxed);
+                    register_replies.push((reply, builder.register_broker(&r)));
+                }
                 RouteMutation::Unregister(req) => {
                     self.pending_unregisters.fetch_sub(1, Ordering::AcqRel);
                     builder.unregister_broker(&req);
@@ -234,6 +249,7 @@ impl RouteWriter {
                 RouteMutation::Expire { key, now } => {
                     if self.liveness.get(&key).is_some_and(|info| info.is_expired(now)) {
                         tracing::warn!(cluster = %key.cluster, broker = %key.addr, "broker expired, removing it");
+                        self.counters.expiries.fetch_add(1, Ordering::Relaxed);
                         unregister_by_address(&mut builder, &self.liveness, &key);
                     }
                 }
@@ -242,6 +258,7 @@ impl RouteWriter {
         if let Some(next) = builder.finish() {
             tracing::debug!(version = next.version, topics = next.topics.len(), "route snapshot published");
             self.snapshot.store(Arc::new(next));
+            self.counters.publishes.fetch_add(1, Ordering::Relaxed);
         }
         for (reply, result) in register_replies {
             let _ = reply.send(result);

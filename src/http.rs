@@ -1,0 +1,79 @@
+//! The operator's HTTP port (`metricsPort`): Prometheus metrics, health and readiness, and route dumps.
+//!
+//! - `/metrics`: Prometheus text format;
+//! - `/healthz`: 200 while the process runs;
+//! - `/readyz`: 200 while routes are served, 503 during the start-up wait (`needWaitForService`) and shutdown;
+//! - `/routes/{topic}`: the topic's TopicRouteData as standard JSON (404 when there is none);
+//! - `/cluster`: cluster info as standard JSON.
+
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::json::JsonStyle;
+use crate::processor::Processor;
+
+pub fn router(processor: Processor) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/routes/{topic}", get(route))
+        .route("/cluster", get(cluster))
+        .with_state(processor)
+}
+
+/// Serves the router on `listener` until the task is aborted.
+pub async fn serve(listener: tokio::net::TcpListener, processor: Processor) {
+    if let Err(e) = axum::serve(listener, router(processor)).await {
+        tracing::warn!(error = %e, "metrics HTTP server stopped");
+    }
+}
+
+fn json(body: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn metrics(State(p): State<Processor>) -> Response {
+    let snapshot = p.routes.snapshot.load();
+    let c = &p.routes.counters;
+    let counters = [
+        ("rocketns_registrations_total", "REGISTER_BROKER requests applied.", c.registrations.load(Ordering::Relaxed)),
+        ("rocketns_expiries_total", "Brokers removed for silence.", c.expiries.load(Ordering::Relaxed)),
+        ("rocketns_snapshot_publishes_total", "Route snapshots published.", c.publishes.load(Ordering::Relaxed)),
+    ];
+    let gauges = [
+        ("rocketns_snapshot_version", "Version of the route snapshot being served.", snapshot.version as i64),
+        ("rocketns_topics", "Topics in the route table.", snapshot.topics.len() as i64),
+        ("rocketns_brokers", "Broker groups (broker names).", snapshot.brokers.len() as i64),
+        ("rocketns_clusters", "Clusters.", snapshot.clusters.len() as i64),
+        ("rocketns_live_brokers", "Broker addresses with a live heartbeat entry.", p.routes.liveness.len() as i64),
+        ("rocketns_kv_entries", "KV config entries.", p.kv.entry_count() as i64),
+    ];
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], p.metrics.render(&counters, &gauges)).into_response()
+}
+
+async fn readyz(State(p): State<Processor>) -> Response {
+    if p.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn route(State(p): State<Processor>, Path(topic): Path<String>) -> Response {
+    match p.routes.snapshot.load().route_body(&topic, JsonStyle::Standard) {
+        Some(body) => json(body.to_vec()),
+        None => (StatusCode::NOT_FOUND, json(br#"{"error":"no route for this topic"}"#.to_vec())).into_response(),
+    }
+}
+
+async fn cluster(State(p): State<Processor>) -> Response {
+    let body = p.routes.snapshot.load().cluster_info_body();
+    // The wire form has fastjson's bare numeric keys; tools want standard JSON.
+    json(crate::protocol::lenient::quote_bare_keys(&body).unwrap_or_else(|| body.to_vec()))
+}

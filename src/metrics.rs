@@ -1,0 +1,165 @@
+//! What the server counts, and its Prometheus text rendering (served by `http`).
+//!
+//! Counting stays off the hot path's shared cache lines: a connection tallies its requests locally and adds
+//! them to the shared counters once per batch; lookup latency is sampled (one lookup in 16).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::protocol::codes::request;
+
+/// Request codes counted by name; anything else is counted as `other`.
+const CODES: [i32; 23] = [
+    request::PUT_KV_CONFIG,
+    request::GET_KV_CONFIG,
+    request::DELETE_KV_CONFIG,
+    request::REGISTER_BROKER,
+    request::UNREGISTER_BROKER,
+    request::GET_ROUTEINFO_BY_TOPIC,
+    request::GET_BROKER_CLUSTER_INFO,
+    request::WIPE_WRITE_PERM_OF_BROKER,
+    request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+    request::DELETE_TOPIC_IN_NAMESRV,
+    request::REGISTER_TOPIC_IN_NAMESRV,
+    request::GET_KVLIST_BY_NAMESPACE,
+    request::GET_TOPICS_BY_CLUSTER,
+    request::GET_SYSTEM_TOPIC_LIST_FROM_NS,
+    request::GET_UNIT_TOPIC_LIST,
+    request::GET_HAS_UNIT_SUB_TOPIC_LIST,
+    request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+    request::UPDATE_NAMESRV_CONFIG,
+    request::GET_NAMESRV_CONFIG,
+    request::QUERY_DATA_VERSION,
+    request::ADD_WRITE_PERM_OF_BROKER,
+    request::GET_BROKER_MEMBER_GROUP,
+    request::BROKER_HEARTBEAT,
+];
+const SLOTS: usize = CODES.len() + 1;
+
+/// Upper bounds of the lookup latency buckets, in microseconds.
+const LATENCY_BUCKETS_US: [u64; 12] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 10_000, 100_000];
+
+fn slot(code: i32) -> usize {
+    CODES.iter().position(|c| *c == code).unwrap_or(CODES.len())
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    /// [slot][0 = success, 1 = error]
+    requests: [[AtomicU64; 2]; SLOTS],
+    latency_buckets: [AtomicU64; LATENCY_BUCKETS_US.len()],
+    latency_count: AtomicU64,
+    latency_sum_ns: AtomicU64,
+    pub connections: AtomicI64,
+    pub connections_total: AtomicU64,
+}
+
+/// A connection's own tally, added to the shared counters once per batch of requests.
+#[derive(Default)]
+pub struct RequestTally {
+    counts: [[u64; 2]; SLOTS],
+    seen: u64,
+}
+
+impl RequestTally {
+    pub fn record(&mut self, code: i32, success: bool) {
+        self.counts[slot(code)][usize::from(!success)] += 1;
+        self.seen += 1;
+    }
+
+    /// Whether this lookup's latency should be sampled.
+    pub fn sample_lookup(&self) -> bool {
+        self.seen.is_multiple_of(16)
+    }
+
+    pub fn flush(&mut self, metrics: &Metrics) {
+        for (shared, local) in metrics.requests.iter().zip(self.counts.iter_mut()) {
+            for (s, l) in shared.iter().zip(local.iter_mut()) {
+                if *l > 0 {
+                    s.fetch_add(*l, Ordering::Relaxed);
+                    *l = 0;
+                }
+            }
+        }
+    }
+}
+
+impl Metrics {
+    pub fn record_lookup_latency(&self, d: Duration) {
+        let us = d.as_micros() as u64;
+        if let Some(i) = LATENCY_BUCKETS_US.iter().position(|b| us <= *b) {
+            self.latency_buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The counters in Prometheus text format, followed by `gauges` (name, help, value).
+    pub fn render(&self, counters: &[(&str, &str, u64)], gauges: &[(&str, &str, i64)]) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str("# HELP rocketns_requests_total Requests answered, by request code and result.\n");
+        out.push_str("# TYPE rocketns_requests_total counter\n");
+        for (i, per_result) in self.requests.iter().enumerate() {
+            let code = CODES.get(i).map(|c| c.to_string()).unwrap_or_else(|| "other".into());
+            for (result, n) in ["success", "error"].iter().zip(per_result) {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(out, "rocketns_requests_total{{code=\"{code}\",result=\"{result}\"}} {n}");
+                }
+            }
+        }
+        out.push_str("# HELP rocketns_lookup_latency_seconds Time to answer GET_ROUTEINFO_BY_TOPIC inside the server (1 in 16 sampled).\n");
+        out.push_str("# TYPE rocketns_lookup_latency_seconds histogram\n");
+        let mut cumulative = 0;
+        for (bound, n) in LATENCY_BUCKETS_US.iter().zip(&self.latency_buckets) {
+            cumulative += n.load(Ordering::Relaxed);
+            let _ =
+                writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"{}\"}} {cumulative}", *bound as f64 / 1e6);
+        }
+        let count = self.latency_count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "rocketns_lookup_latency_seconds_sum {}",
+            self.latency_sum_ns.load(Ordering::Relaxed) as f64 / 1e9
+        );
+        let _ = writeln!(out, "rocketns_lookup_latency_seconds_count {count}");
+        let connections_total = self.connections_total.load(Ordering::Relaxed);
+        let connections = self.connections.load(Ordering::Relaxed);
+        let all_counters = [("rocketns_connections_total", "Connections accepted.", connections_total)];
+        for (name, help, value) in all_counters.iter().chain(counters) {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+        }
+        let all_gauges = [("rocketns_connections", "Connections open.", connections)];
+        for (name, help, value) in all_gauges.iter().chain(gauges) {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tallies_flush_into_the_text() {
+        let m = Metrics::default();
+        let mut t = RequestTally::default();
+        t.record(105, true);
+        t.record(105, true);
+        t.record(105, false);
+        t.record(99999, false);
+        t.flush(&m);
+        t.flush(&m);
+        m.record_lookup_latency(Duration::from_micros(30));
+        let text = m.render(&[("rocketns_x_total", "x", 3)], &[("rocketns_topics", "t", 7)]);
+        assert!(text.contains("rocketns_requests_total{code=\"105\",result=\"success\"} 2\n"), "{text}");
+        assert!(text.contains("rocketns_requests_total{code=\"105\",result=\"error\"} 1\n"));
+        assert!(text.contains("rocketns_requests_total{code=\"other\",result=\"error\"} 1\n"));
+        assert!(text.contains("rocketns_lookup_latency_seconds_bucket{le=\"0.00002\"} 0\n"));
+        assert!(text.contains("rocketns_lookup_latency_seconds_bucket{le=\"0.00005\"} 1\n"));
+        assert!(text.contains("rocketns_x_total 3\n") && text.contains("rocketns_topics 7\n"));
+    }
+}

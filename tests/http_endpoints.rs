@@ -1,0 +1,93 @@
+//! The operator's HTTP port: Prometheus metrics that move with the traffic, health, readiness, route and
+//! cluster dumps.
+
+mod common;
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn get(port: u16, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("HTTP port open");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).await.unwrap();
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// The value of a sample line `name{labels} value`, or `name value`.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.parse().ok()))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn metrics_health_and_dumps() {
+    let port = free_port();
+    let mut config = test_config();
+    config.metrics_port = port;
+    let server = start_with(config).await;
+    assert_eq!(get(port, "/healthz").await, (200, "ok\n".to_string()));
+    assert_eq!(get(port, "/readyz").await.0, 200);
+    let (_, before) = get(port, "/metrics").await;
+    assert_eq!(sample(&before, "rocketns_topics"), Some(0.0));
+
+    let mut c = Client::connect(server.addr).await;
+    register(
+        &mut c,
+        &Broker::new("DefaultCluster", "broker-a", 0, "192.168.0.1:10911"),
+        dv(1),
+        &[("TopicA", 8, 6), ("TopicB", 8, 6)],
+    )
+    .await;
+    for _ in 0..40 {
+        route(&mut c, "TopicA").await.unwrap();
+    }
+    assert!(route(&mut c, "Missing").await.is_none());
+    c.request(request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")])).await;
+
+    let (status, m) = get(port, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(sample(&m, r#"rocketns_requests_total{code="105",result="success"}"#), Some(40.0), "{m}");
+    assert_eq!(sample(&m, r#"rocketns_requests_total{code="105",result="error"}"#), Some(1.0));
+    assert_eq!(sample(&m, r#"rocketns_requests_total{code="103",result="success"}"#), Some(1.0));
+    assert_eq!(sample(&m, "rocketns_registrations_total"), Some(1.0));
+    assert_eq!(sample(&m, "rocketns_topics"), Some(2.0));
+    assert_eq!(sample(&m, "rocketns_brokers"), Some(1.0));
+    assert_eq!(sample(&m, "rocketns_clusters"), Some(1.0));
+    assert_eq!(sample(&m, "rocketns_kv_entries"), Some(1.0));
+    assert_eq!(sample(&m, "rocketns_connections"), Some(1.0));
+    assert!(sample(&m, "rocketns_snapshot_publishes_total").unwrap() >= 1.0);
+    assert!(sample(&m, "rocketns_snapshot_version").unwrap() >= 1.0);
+    assert!(sample(&m, "rocketns_lookup_latency_seconds_count").unwrap() >= 2.0, "1 in 16 lookups sampled");
+
+    let (status, body) = get(port, "/routes/TopicA").await;
+    assert_eq!(status, 200);
+    let r: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(r["brokerDatas"][0]["brokerAddrs"]["0"], "192.168.0.1:10911");
+    assert_eq!(get(port, "/routes/Missing").await.0, 404);
+    let (status, body) = get(port, "/cluster").await;
+    assert_eq!(status, 200);
+    let info: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(info["clusterAddrTable"]["DefaultCluster"][0], "broker-a");
+}
+
+#[tokio::test]
+async fn readiness_follows_the_start_up_wait() {
+    let port = free_port();
+    let mut config = test_config();
+    config.metrics_port = port;
+    config.need_wait_for_service = true;
+    config.wait_seconds_for_service = 60;
+    let _server = start_with(config).await;
+    assert_eq!(get(port, "/readyz").await.0, 503);
+    assert_eq!(get(port, "/healthz").await.0, 200, "alive all the same");
+}
