@@ -2,8 +2,8 @@
 # Real RocketMQ software against rocketns: the rocketmq-rust broker (crates.io rocketmq-broker 1.0.0) registers
 # with rocketns, and a program built on rocketmq-client-rust 1.0.0 (tests/interop/client) creates a topic,
 # sends and consumes 1,000 messages, shows TBW102 auto-creation, runs the admin API against rocketns (cluster
-# info, topic list, KV, config, write permission), and checks that rocketns drops the broker's routes once the
-# broker stops.
+# info, topic list, KV, config, write permission), keeps producing through three rocketns replicas while two
+# of them are killed, and checks that rocketns drops the broker's routes once the broker stops.
 #
 # The third-party binaries dial the machine's own interface address, so everything runs inside a private
 # network namespace that has only loopback (see ../shared/interop.md). Needs root (CI runs as root).
@@ -14,8 +14,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 NS_ADDR=127.0.0.1:9876
+# Three replicas, as an operator runs them; the broker registers with all three.
+NS_LIST="127.0.0.1:9876;127.0.0.1:9877;127.0.0.1:9878"
 
-ns_pid=""
+ns_pids=()
 broker_pid=""
 
 inner() {
@@ -25,7 +27,7 @@ inner() {
     broker_bin=$(command -v rocketmq-broker-rust || echo "${CARGO_HOME:-$HOME/.cargo}/bin/rocketmq-broker-rust")
     cleanup() {
         [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null || true
-        [ -n "$ns_pid" ] && kill "$ns_pid" 2>/dev/null || true
+        for pid in "${ns_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
         wait 2>/dev/null || true
     }
     trap cleanup EXIT
@@ -43,27 +45,29 @@ inner() {
             echo "--- client log (tail)"; tail -n 30 "$log" | cut -c1-400
             fail=$((fail + 1))
             echo "interop check failed: $what"
-            echo "--- rocketns log (tail)"; tail -n 40 "$work/rocketns.log" || true
+            echo "--- rocketns log (tail)"; tail -n 40 "$work/rocketns-9876.log" || true
             echo "--- broker log (tail)"; tail -n 40 "$work/broker.log" || true
         fi
     }
 
-    cat > "$work/namesrv.properties" <<PROPS
+    for port in 9876 9877 9878; do
+        cat > "$work/namesrv-$port.properties" <<PROPS
 bindAddress=127.0.0.1
-listenPort=9876
-kvConfigPath=$work/namesrv/kvConfig.json
+listenPort=$port
+kvConfigPath=$work/namesrv-$port/kvConfig.json
 PROPS
-    RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv.properties" > "$work/rocketns.log" 2>&1 &
-    ns_pid=$!
-    for _ in $(seq 100); do
-        (exec 3<>/dev/tcp/127.0.0.1/9876) 2>/dev/null && break
-        sleep 0.1
+        RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv-$port.properties" > "$work/rocketns-$port.log" 2>&1 &
+        ns_pids+=($!)
+        for _ in $(seq 100); do
+            (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
+            sleep 0.1
+        done
     done
 
     mkdir -p "$work/store"
     cat > "$work/broker.toml" <<TOML
 [broker]
-namesrvAddr = "$NS_ADDR"
+namesrvAddr = "$NS_LIST"
 brokerIp1 = "127.0.0.1"
 listenPort = 10911
 storePathRootDir = "$work/store"
@@ -84,7 +88,7 @@ storePathRootDir = "$work/store"
 haListenAddress = "127.0.0.1"
 haListenPort = 10912
 TOML
-    ROCKETMQ_HOME="$work" HOME="$work" "$broker_bin" -c "$work/broker.toml" -n "$NS_ADDR" > "$work/broker.log" 2>&1 &
+    ROCKETMQ_HOME="$work" HOME="$work" "$broker_bin" -c "$work/broker.toml" -n "$NS_LIST" > "$work/broker.log" 2>&1 &
     broker_pid=$!
 
     check "the broker registers (cluster info lists broker-a)" wait-broker "$NS_ADDR" broker-a 90
@@ -92,14 +96,20 @@ TOML
     check "create a topic through the broker, send and consume 1000 messages" produce-consume "$NS_ADDR" InteropTopic 1000
     check "a producer sends to an uncreated topic via TBW102; its route appears" auto-create "$NS_ADDR" AutoCreatedTopic
     check "admin API: cluster info, topic list, KV, config, write permission" admin "$NS_ADDR" broker-a InteropTopic
+    check "the broker registered with the second replica too" wait-broker 127.0.0.1:9877 broker-a 60
+    check "... and with the third" wait-broker 127.0.0.1:9878 broker-a 60
+    echo "--- replicas: producing through all three while two are killed (SIGKILL) after 4 s"
+    ( sleep 4; kill -9 "${ns_pids[0]}" "${ns_pids[1]}" 2>/dev/null ) &
+    check "a client keeps producing with two of three NameServers killed" replicas "$NS_LIST" InteropTopic 12 AutoCreatedTopic
+    check "the surviving replica still routes the topic" route 127.0.0.1:9878 InteropTopic present 10
     echo "--- stopping the broker (SIGTERM)"
     kill -TERM "$broker_pid" 2>/dev/null || true
     for _ in $(seq 150); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$broker_pid" 2>/dev/null || true
     broker_pid=""
-    check "rocketns drops the routes of the stopped broker" route "$NS_ADDR" InteropTopic absent 30
-    check "... including TBW102" route "$NS_ADDR" TBW102 absent 30
-    check "... and the auto-created topic" route "$NS_ADDR" AutoCreatedTopic absent 30
+    check "rocketns drops the routes of the stopped broker" route 127.0.0.1:9878 InteropTopic absent 30
+    check "... including TBW102" route 127.0.0.1:9878 TBW102 absent 30
+    check "... and the auto-created topic" route 127.0.0.1:9878 AutoCreatedTopic absent 30
     [ -n "${INTEROP_KEEP:-}" ] && cp -r "$work" "$INTEROP_KEEP"
     echo "interop: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]

@@ -8,6 +8,9 @@
 //! - `auto-create NS TOPIC`: send to a topic nobody created (the client falls back to TBW102's route and the
 //!   broker creates the topic), then wait until the NameServer routes TOPIC;
 //! - `route NS TOPIC present|absent SECS`: wait until TOPIC's route is in that state;
+//! - `replicas NSLIST TOPIC SECS OTHER`: with every NameServer of the `;`-separated list, send one message to
+//!   TOPIC every 100 ms for SECS (the script kills two of the NameServers meanwhile), then send to OTHER, a
+//!   topic this client has no route for yet, so that its route must come from the NameServer still alive;
 //! - `admin NS BROKER TOPIC`: the admin API against the NameServer: cluster info, topic list, KV put/get/
 //!   list/delete, NameServer config, and wiping and restoring BROKER's write permission on TOPIC.
 //! Exit status 0 means the check held; the last line printed says what was seen.
@@ -263,6 +266,49 @@ async fn admin_checks(rt: &Runtime, ns: &str, broker: &str, topic: &str) -> Resu
     Ok(())
 }
 
+async fn replicas(rt: &Runtime, ns_list: &str, topic: &str, secs: u64, other: &str) -> Result<(), Failure> {
+    let mut producer = DefaultMQProducer::builder(rt.client.clone())
+        .client_config(client_config(ns_list))
+        .producer_group("interop_replicas")
+        .build();
+    producer.start().await?;
+    let end = Instant::now() + Duration::from_secs(secs);
+    let (mut ok, mut failed, mut last_failure) = (0u32, 0u32, None);
+    let mut i = 0;
+    while Instant::now() < end {
+        i += 1;
+        let msg =
+            Message::builder().topic(topic.to_string()).body(format!("replica-{i}").into_bytes()).build_unchecked();
+        match producer.send_with_timeout(msg, 3_000).await {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                failed += 1;
+                last_failure = Some((Instant::now(), e.to_string()));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    producer.shutdown().await;
+    println!("sent {ok} messages while NameServers were killed, {failed} failed {last_failure:?}");
+    check(ok > 0 && failed * 10 <= ok, format!("{failed} of {} sends failed", ok + failed))?;
+    // A topic this client has no route for: it must come from the NameServer left alive.
+    let mut fresh = DefaultMQProducer::builder(rt.client.clone())
+        .client_config(client_config(ns_list))
+        .producer_group("interop_fresh")
+        .build();
+    fresh.start().await?;
+    let mut fresh_ok = 0;
+    for i in 0..10 {
+        let msg = Message::builder().topic(other.to_string()).body(format!("fresh-{i}").into_bytes()).build_unchecked();
+        if fresh.send_with_timeout(msg, 5_000).await.is_ok() {
+            fresh_ok += 1;
+        }
+    }
+    fresh.shutdown().await;
+    println!("sent {fresh_ok} of 10 messages to {other}, whose route was fetched after the kills");
+    check(fresh_ok == 10, format!("fresh producer sent {fresh_ok} of 10"))
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -280,6 +326,7 @@ async fn main() {
         "produce-consume" => produce_consume(&rt, &arg(1), &arg(2), arg(3).parse().unwrap_or(1000)).await,
         "auto-create" => auto_create(&rt, &arg(1), &arg(2)).await,
         "admin" => admin_checks(&rt, &arg(1), &arg(2), &arg(3)).await,
+        "replicas" => replicas(&rt, &arg(1), &arg(2), secs(3), &arg(4)).await,
         "route" => match admin(&rt, &arg(1)).await {
             Ok(a) => wait_route(&a, &arg(2), arg(3) == "present", secs(4)).await,
             Err(e) => Err(e),
