@@ -101,6 +101,9 @@ pub(super) async fn register_topic(p: &Processor, req: &RemotingCommand) -> Resu
     if req.body.is_empty() {
         return Ok(success());
     }
+    if !crate::protocol::topic_name::is_valid_topic_name(topic) {
+        return Err(RequestError::InvalidField { field: "topic", value: topic.to_string() });
+    }
     let parsed: QueueDatasOnly =
         lenient::from_fastjson_slice(&req.body).map_err(|e| RequestError::InvalidBody(e.to_string()))?;
     let mut queue_datas = Vec::new();

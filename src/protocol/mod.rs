@@ -6,6 +6,7 @@ pub mod lenient;
 pub mod register_body;
 pub mod route_data;
 pub mod static_topic;
+pub mod topic_name;
 
 pub use data_version::DataVersion;
 pub use register_body::{RegisterBrokerBody, TopicConfig};

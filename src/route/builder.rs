@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
+use crate::protocol::topic_name::is_valid_topic_name;
 use crate::protocol::{BrokerData, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
 use crate::route::encode::{SectionCache, encode_route};
@@ -257,6 +258,10 @@ impl<'a> RouteBuilder<'a> {
                     tracing::warn!(broker = %r.broker_addr, "topic config without topicName ignored");
                     continue;
                 };
+                if !is_valid_topic_name(topic) {
+                    tracing::warn!(broker = %r.broker_addr, topic = %topic.escape_debug(), "invalid topic name ignored");
+                    continue;
+                }
                 let current = known.and_then(|topics| topics.get(topic));
                 // Java re-applies every config on a new DataVersion or a first registration, and otherwise
                 // only restores routes that are missing (so an operator's perm change survives).
