@@ -79,15 +79,25 @@ pub struct Connection {
     id: ConnId,
     processor: Processor,
     decoder: FrameDecoder,
+    /// The frame cap once a broker has registered over this connection.
+    broker_frame_max: usize,
+    registered_broker: bool,
     idle_timeout: Duration,
 }
 
+fn frame_cap(limit: u64) -> usize {
+    usize::try_from(limit).unwrap_or(usize::MAX)
+}
+
 impl Connection {
+    /// Until a broker registers over it, a connection gets the smaller `unregisteredFrameMaxLength` cap:
+    /// clients send small requests, and only brokers need room for a whole topic table.
     pub fn new(stream: TcpStream, id: ConnId, processor: Processor) -> Self {
         let config = processor.config.load();
-        let decoder = FrameDecoder::new(usize::try_from(config.frame_max_length).unwrap_or(usize::MAX));
+        let broker_frame_max = frame_cap(config.frame_max_length);
+        let decoder = FrameDecoder::new(frame_cap(config.unregistered_frame_max_length).min(broker_frame_max));
         let idle_timeout = Duration::from_secs(config.server_channel_max_idle_time_seconds.max(1));
-        Connection { stream, id, processor, decoder, idle_timeout }
+        Connection { stream, id, processor, decoder, broker_frame_max, registered_broker: false, idle_timeout }
     }
 
     /// Serves the connection until the peer closes it, it stays idle too long, or it sends a frame that
@@ -125,6 +135,10 @@ impl Connection {
                     self.processor.metrics.record_lookup_latency(started.elapsed());
                 }
                 tally.record(cmd.code, resp.code == response::SUCCESS);
+                if !self.registered_broker && cmd.code == request::REGISTER_BROKER && resp.code == response::SUCCESS {
+                    self.registered_broker = true;
+                    self.decoder = FrameDecoder::new(self.broker_frame_max);
+                }
                 tracing::trace!(conn = self.id, code = resp.code, remark = ?resp.remark, "reply");
                 if !cmd.is_oneway() {
                     out.push(&resp);

@@ -42,7 +42,8 @@ impl NameServer {
         let saved = if config.warm_restart { read_route_snapshot(&config.route_snapshot_file()) } else { None };
         let (routes, writer) = route_table(initial, saved.as_deref(), capacity);
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
-        let listener = TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?;
+        let backlog = u32::try_from(config.server_socket_backlog).unwrap_or(1024).max(1);
+        let listener = listen(&addr, backlog).await.map_err(|source| StartError::Listen { addr, source })?;
         let metrics_listener = match config.metrics_port {
             0 => None,
             port => {
@@ -95,16 +96,23 @@ impl NameServer {
                     }
                 },
             };
+            let limit = processor.config.load().server_max_connections;
+            if processor.metrics.connections.load(Ordering::Relaxed).max(0) as u64 >= limit {
+                tracing::warn!(%peer, limit, "connection limit reached, closing the new connection");
+                drop(stream);
+                continue;
+            }
             let _ = stream.set_nodelay(true);
             let id = next_id.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(conn = id, %peer, "connection accepted");
             let processor = processor.clone();
+            // Counted before the task starts, so that the limit holds for a burst of accepts.
+            processor.metrics.connections.fetch_add(1, Ordering::Relaxed);
+            processor.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
             connections.spawn(async move {
                 let routes = processor.routes.clone();
                 let stopping = processor.shutting_down.clone();
                 let metrics = processor.metrics.clone();
-                metrics.connections.fetch_add(1, Ordering::Relaxed);
-                metrics.connections_total.fetch_add(1, Ordering::Relaxed);
                 Connection::new(stream, id, processor).run().await;
                 metrics.connections.fetch_sub(1, Ordering::Relaxed);
                 // Connections that end during shutdown leave their brokers registered: they are saved for
@@ -138,6 +146,20 @@ impl NameServer {
         scan.abort();
         writer.abort();
     }
+}
+
+/// Binds with `serverSocketBacklog` as the accept queue (the kernel may cap it at `somaxconn`).
+async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no address for {addr}"));
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(backlog)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// The route snapshot file's content, if there is one to read.

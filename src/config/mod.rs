@@ -167,6 +167,7 @@ namesrv_config! {
     server_socket_rcv_buf_size: i32 = 0 => "serverSocketRcvBufSize",
     write_buffer_high_water_mark: i32 = 0 => "writeBufferHighWaterMark",
     write_buffer_low_water_mark: i32 = 0 => "writeBufferLowWaterMark",
+    /// The listen backlog (accept queue); the kernel caps it at `net.core.somaxconn`.
     server_socket_backlog: i32 = 1024 => "serverSocketBacklog",
     server_netty_worker_group_enable: bool = true => "serverNettyWorkerGroupEnable",
     server_pooled_byte_buf_allocator_enable: bool = true => "serverPooledByteBufAllocatorEnable",
@@ -187,6 +188,11 @@ namesrv_config! {
     serialize_type: String = std::env::var("ROCKETMQ_SERIALIZE_TYPE").unwrap_or_else(|_| "JSON".into()) => "serializeType",
     /// Largest frame accepted, 4-byte prefix included (Java's `com.rocketmq.remoting.frameMaxLength`).
     frame_max_length: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "frameMaxLength",
+    /// Largest frame accepted from a connection over which no broker has registered yet (a first
+    /// registration of about 20k topics fits; larger brokers split their registration, as Java's do).
+    unregistered_frame_max_length: u64 = 4 * 1024 * 1024 => "unregisteredFrameMaxLength",
+    /// Connections served at once; more are closed as soon as they are accepted.
+    server_max_connections: u64 = 50_000 => "serverMaxConnections",
 }
 
 impl NamesrvConfig {

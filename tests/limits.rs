@@ -1,0 +1,144 @@
+//! Resource limits and faults: a connection cap, a smaller frame cap until a broker registers, a client that
+//! never reads, a broker whose connection is reset, and writes during heavy lookup load.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use rocketns::remoting::SerializeType;
+use tokio::io::AsyncWriteExt;
+
+const TOPICS: &[(&str, i32, i32)] = &[("TopicA", 8, 6), ("TopicB", 8, 6)];
+
+#[tokio::test]
+async fn connections_beyond_the_limit_are_closed() {
+    let mut config = test_config();
+    config.server_max_connections = 3;
+    let server = start_with(config).await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let mut c = Client::connect(server.addr).await;
+        assert_eq!(c.request(request(106, &[])).await.code, 0);
+        open.push(c);
+    }
+    let mut extra = Client::connect(server.addr).await;
+    assert!(extra.is_closed().await, "the fourth connection is closed");
+    for c in &mut open {
+        assert_eq!(c.request(request(106, &[])).await.code, 0, "the others are unaffected");
+    }
+    drop(open.pop());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut again = Client::connect(server.addr).await;
+    assert_eq!(again.request(request(106, &[])).await.code, 0, "room again after one closed");
+}
+
+fn big_frame() -> rocketns::remoting::RemotingCommand {
+    let mut r = request(12345, &[]);
+    r.body = Bytes::from(vec![b'x'; 5 << 20]);
+    r
+}
+
+/// Until a broker registers over it, a connection may not send frames over `unregisteredFrameMaxLength`.
+#[tokio::test]
+async fn smaller_frame_cap_until_a_broker_registers() {
+    let server = start().await;
+    let mut client = Client::connect(server.addr).await;
+    let mut frame = bytes::BytesMut::new();
+    big_frame().encode(SerializeType::Json, &mut frame);
+    // The server closes as soon as it reads the length, so the rest of the write may be reset.
+    let _ = client.stream.write_all(&frame).await;
+    assert!(client.is_closed().await, "5 MB from a connection without a broker");
+    let mut broker = Client::connect(server.addr).await;
+    register(&mut broker, &Broker::new("c", "broker-a", 0, "10.0.0.1:10911"), dv(1), TOPICS).await;
+    let resp = broker.request(big_frame()).await;
+    assert_eq!(resp.code, 3, "a broker's connection has the full cap");
+}
+
+/// A client that sends without ever reading stops being read from (its unsent replies stay bounded by what
+/// one read produced); everyone else is served as usual.
+#[tokio::test]
+async fn a_client_that_never_reads_does_not_hurt_others() {
+    let server = start().await;
+    let mut good = Client::connect(server.addr).await;
+    register(&mut good, &Broker::new("c", "broker-a", 0, "10.0.0.1:10911"), dv(1), TOPICS).await;
+    let mut batch = bytes::BytesMut::new();
+    for _ in 0..1000 {
+        route_request("TopicA", 479).encode(SerializeType::Json, &mut batch);
+    }
+    let mut greedy = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let writer = tokio::spawn(async move {
+        // Keep writing and never read: once both socket buffers are full, the writes stop completing.
+        for _ in 0..1000 {
+            if greedy.write_all(&batch).await.is_err() {
+                return (false, greedy);
+            }
+        }
+        (true, greedy)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!writer.is_finished(), "the server stopped reading from a client that does not read its replies");
+    for _ in 0..100 {
+        assert!(route(&mut good, "TopicA").await.is_some());
+    }
+    writer.abort();
+}
+
+/// A broker process killed: its connection is reset and its routes disappear within a second.
+#[tokio::test]
+async fn reset_broker_connection_removes_routes_within_a_second() {
+    let server = start().await;
+    let mut observer = Client::connect(server.addr).await;
+    let mut broker = Client::connect(server.addr).await;
+    register(&mut broker, &Broker::new("c", "broker-a", 0, "10.0.0.1:10911"), dv(1), TOPICS).await;
+    broker.stream.set_zero_linger().unwrap();
+    drop(broker);
+    let started = std::time::Instant::now();
+    wait_route_gone(&mut observer, "TopicA").await;
+    assert!(started.elapsed() < Duration::from_secs(1), "gone in {:?}", started.elapsed());
+}
+
+/// Registrations, topic registrations and KV writes made during heavy lookup load are all there afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_during_lookup_load_lose_nothing() {
+    let server = start().await;
+    let mut admin = Client::connect(server.addr).await;
+    register(&mut admin, &Broker::new("c", "broker-a", 0, "10.0.0.1:10911"), dv(1), TOPICS).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for _ in 0..4 {
+        let (addr, stop) = (server.addr, stop.clone());
+        load.push(tokio::spawn(async move {
+            let mut c = Client::connect(addr).await;
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                assert!(route(&mut c, "TopicA").await.is_some(), "a live topic is never missing");
+                n += 1;
+            }
+            n
+        }));
+    }
+    let broker = Broker::new("c", "broker-a", 0, "10.0.0.1:10911");
+    let mut topics: Vec<String> = TOPICS.iter().map(|t| t.0.to_string()).collect();
+    for i in 0..50 {
+        topics.push(format!("added-{i}"));
+        let list: Vec<(&str, i32, i32)> = topics.iter().map(|t| (t.as_str(), 8, 6)).collect();
+        register(&mut admin, &broker, dv(2 + i), &list).await;
+        let resp = admin
+            .request(request(100, &[("namespace", "load"), ("key", &format!("k{i}")), ("value", &format!("v{i}"))]))
+            .await;
+        assert_eq!(resp.code, 0);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut lookups = 0;
+    for l in load {
+        lookups += l.await.unwrap();
+    }
+    assert!(lookups > 100, "{lookups} lookups during the writes");
+    for i in 0..50 {
+        assert!(route(&mut admin, &format!("added-{i}")).await.is_some(), "added-{i}");
+        let resp = admin.request(request(101, &[("namespace", "load"), ("key", &format!("k{i}"))])).await;
+        assert_eq!(resp.ext("value"), Some(format!("v{i}").as_str()));
+    }
+}
