@@ -9,6 +9,9 @@ fuzz_target!(|data: &[u8]| {
         let mut out = Vec::new();
         cmd.write_json_header(&mut out);
         let again = decode_json_header(&out).expect("our own header decodes");
-        assert_eq!((again.code, again.opaque, again.flag, &again.ext_fields), (cmd.code, cmd.opaque, cmd.flag, &cmd.ext_fields));
+        assert_eq!(
+            (again.code, again.opaque, again.flag, &again.ext_fields),
+            (cmd.code, cmd.opaque, cmd.flag, &cmd.ext_fields)
+        );
     }
 });
