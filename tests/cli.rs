@@ -54,11 +54,8 @@ fn help_and_bad_values() {
 /// Starts the binary, answers a request at the wire, and stops cleanly on the given signal.
 fn serve_and_stop(signal: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = properties(&format!(
-        "bindAddress=127.0.0.1\nlistenPort=0\nkvConfigPath={}\n",
-        dir.path().join("kvConfig.json").display()
-    ));
-    let (mut child, addr) = common::spawn_binary(file.path());
+    let file = common::properties_file(dir.path(), 0, "");
+    let (mut child, addr) = common::spawn_binary(&file);
     let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let reply = common::blocking_request(&mut stream, &common::request(106, &[])).expect("a reply");

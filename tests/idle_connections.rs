@@ -32,13 +32,9 @@ fn metric(port: u16, name: &str) -> f64 {
 #[test]
 fn ten_thousand_idle_connections() {
     let dir = tempfile::tempdir().unwrap();
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = dir.path().join("namesrv.properties");
-    std::fs::write(
-        &config,
-        format!("bindAddress=127.0.0.1\nlistenPort=0\nserverSocketBacklog=4096\nmetricsPort={metrics_port}\nkvConfigPath={}\n", dir.path().join("kv.json").display()),
-    )
-    .unwrap();
+    let metrics_port = common::free_port();
+    let config =
+        common::properties_file(dir.path(), 0, &format!("serverSocketBacklog=4096\nmetricsPort={metrics_port}\n"));
     let (mut server, addr) = spawn_binary(&config);
     let mut client = std::net::TcpStream::connect(&addr).unwrap();
     let broker = Broker::new("c", "broker-a", 0, "10.0.0.1:10911");

@@ -50,9 +50,7 @@ fn client(addr: String, id: usize, round: u64, sent: Arc<Mutex<Sent>>) {
 fn kv_file_survives_sigkill_during_writes() {
     let dir = tempfile::tempdir().unwrap();
     let kv_path = dir.path().join("kvConfig.json");
-    let config = dir.path().join("namesrv.properties");
-    std::fs::write(&config, format!("bindAddress=127.0.0.1\nlistenPort=0\nkvConfigPath={}\n", kv_path.display()))
-        .unwrap();
+    let config = common::properties_file(dir.path(), 0, "");
     let sent = Arc::new(Mutex::new(Sent::default()));
     let mut total_acked = 0;
     for round in 0..ROUNDS {

@@ -10,10 +10,6 @@ fn loadgen() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rocketns-loadgen"))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Runs `loadgen run` and returns its JSON summary, asserting that every reply was verified.
 fn run(addr: &str, extra: &[&str]) -> serde_json::Value {
     let out = loadgen()
@@ -32,12 +28,7 @@ fn run(addr: &str, extra: &[&str]) -> serde_json::Value {
 #[test]
 fn load_generator_against_rocketns_and_echo() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("namesrv.properties");
-    std::fs::write(
-        &config,
-        format!("bindAddress=127.0.0.1\nlistenPort=0\nkvConfigPath={}\n", dir.path().join("kv.json").display()),
-    )
-    .unwrap();
+    let config = common::properties_file(dir.path(), 0, "");
     let (mut server, addr) = common::spawn_binary(&config);
     run(&addr, &["--zipf", "--miss-ratio", "0.1"]);
     let churn = run(&addr, &["--churn", "bump", "--churn-interval-ms", "20", "--slaves"]);
@@ -45,7 +36,7 @@ fn load_generator_against_rocketns_and_echo() {
     server.kill().unwrap();
     server.wait().unwrap();
 
-    let port = free_port().to_string();
+    let port = common::free_port().to_string();
     let echo_addr = format!("127.0.0.1:{port}");
     let mut echo =
         loadgen().args(["echo", "--listen", &echo_addr, "--brokers", "2"]).stdout(Stdio::null()).spawn().unwrap();
@@ -59,12 +50,8 @@ fn load_generator_against_rocketns_and_echo() {
     echo.kill().unwrap();
     echo.wait().unwrap();
 
-    let port = free_port();
-    std::fs::write(
-        &config,
-        format!("bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n", dir.path().join("kv.json").display()),
-    )
-    .unwrap();
+    let port = common::free_port();
+    let config = common::properties_file(dir.path(), port, "");
     let out = loadgen()
         .args(["startup", "--addr", &format!("127.0.0.1:{port}"), "--", env!("CARGO_BIN_EXE_rocketns"), "-c"])
         .arg(&config)

@@ -41,13 +41,7 @@ fn lookups(addr: String, stop: Arc<AtomicBool>, counts: Arc<Counts>) {
 #[test]
 fn no_topic_not_exist_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let config = dir.path().join("namesrv.properties");
-    std::fs::write(
-        &config,
-        format!("bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n", dir.path().join("kv.json").display()),
-    )
-    .unwrap();
+    let config = common::properties_file(dir.path(), common::free_port(), "");
     let (mut first, addr) = spawn_binary(&config);
     let mut broker = std::net::TcpStream::connect(&addr).unwrap();
     let b = Broker::new("DefaultCluster", "broker-a", 0, "127.0.0.1:10911");

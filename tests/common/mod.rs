@@ -297,6 +297,23 @@ pub fn queue_perm(route: &serde_json::Value, name: &str) -> i64 {
     q.iter().find(|q| q["brokerName"] == name).expect("queue data present")["perm"].as_i64().expect("perm")
 }
 
+/// A port free on 127.0.0.1 right now (for a server that must bind a known port).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// Writes `dir/namesrv.properties` for the real binary: 127.0.0.1, `port` (0: any), the KV store in `dir`,
+/// then `extra` lines.
+pub fn properties_file(dir: &std::path::Path, port: u16, extra: &str) -> std::path::PathBuf {
+    let path = dir.join("namesrv.properties");
+    let text = format!(
+        "bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n{extra}",
+        dir.join("kvConfig.json").display()
+    );
+    std::fs::write(&path, text).expect("write the properties file");
+    path
+}
+
 /// The real `rocketns` binary, started with a `-c` file holding `properties` (which should say
 /// `bindAddress=127.0.0.1` and `listenPort=0`); returns it with the address from its boot line.
 pub fn spawn_binary(config_file: &std::path::Path) -> (std::process::Child, String) {
