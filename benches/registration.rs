@@ -12,26 +12,20 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use rocketns::protocol::{DataVersion, RegisterBrokerBody};
+use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use rocketns::route::builder::{BrokerTopicIndex, RouteBuilder};
 use rocketns::route::{BrokerLiveTable, BrokerRegistration, RouteSnapshot};
 
 /// A 5.x broker's RegisterBrokerBody JSON with `topics` topics; `wide` sets topic `wide`'s queue count.
 fn body(topics: usize, counter: i64, wide: Option<usize>) -> Vec<u8> {
-    let mut table = String::with_capacity(topics * 200);
-    for i in 0..topics {
-        if i > 0 {
-            table.push(',');
-        }
-        let queues = if wide == Some(i) { 16 } else { 8 };
-        table.push_str(&format!(
-            r#""topic-{i}":{{"attributes":{{}},"order":false,"perm":6,"readQueueNums":{queues},"topicFilterType":"SINGLE_TAG","topicName":"topic-{i}","topicSysFlag":0,"writeQueueNums":{queues}}}"#
-        ));
-    }
-    format!(
-        r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{{"counter":{counter},"stateVersion":0,"timestamp":1700000000000}},"topicConfigTable":{{{table}}},"topicQueueMappingInfoMap":{{}}}}}}"#
-    )
-    .into_bytes()
+    let configs: Vec<TopicConfig> = (0..topics)
+        .map(|i| {
+            let queues = if wide == Some(i) { 16 } else { 8 };
+            TopicConfig::new(format!("topic-{i}"), queues, queues, 6)
+        })
+        .collect();
+    let dv = DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 };
+    rocketns::protocol::register_body::encode_json(&dv, &configs)
 }
 
 fn registration(name: &str, body: &[u8]) -> BrokerRegistration {
@@ -142,7 +136,6 @@ fn publish_scaling(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("100k_topics", |b| b.iter(|| black_box(Table::with("broker-a", &big).snapshot.topics.len())));
     g.finish();
-    let _ = DataVersion::default();
 }
 
 criterion_group!(benches, registration_costs, publish_scaling);

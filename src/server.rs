@@ -14,7 +14,7 @@ use crate::connection::Connection;
 use crate::housekeeping;
 use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
 use crate::processor::{Processor, route_config};
-use crate::route::{RouteHandle, RouteSnapshot, RouteWriter, route_table};
+use crate::route::{RouteSnapshot, RouteWriter, route_table};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -62,10 +62,6 @@ impl NameServer {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
-    }
-
-    pub fn routes(&self) -> RouteHandle {
-        self.processor.routes.clone()
     }
 
     /// Serves until `shutdown` completes, then stops gracefully: no new connections; for a grace period

@@ -2,7 +2,7 @@
 //! changes), broker registrations, and a fast scan of reply headers.
 
 use bytes::Bytes;
-use rocketns::protocol::DataVersion;
+use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand};
 
 /// Appends a JSON GET_ROUTEINFO_BY_TOPIC frame as a Java 5.3 client sends it.
@@ -40,21 +40,10 @@ pub fn header_int(header: &[u8], binary: bool, key: &str) -> Option<i64> {
 
 /// A 5.x broker's REGISTER_BROKER for `topics` (8 read/write queues, perm 6) with a JSON body.
 pub fn register_request(broker: &str, id: i64, addr: &str, topics: &[String], counter: i64) -> RemotingCommand {
-    let mut table = String::with_capacity(topics.len() * 200);
-    for (i, t) in topics.iter().enumerate() {
-        if i > 0 {
-            table.push(',');
-        }
-        table.push_str(&format!(
-            r#""{t}":{{"attributes":{{}},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"{t}","topicSysFlag":0,"writeQueueNums":8}}"#
-        ));
-    }
+    let configs: Vec<TopicConfig> = topics.iter().map(|t| TopicConfig::new(t.as_str(), 8, 8, 6)).collect();
     let dv = DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 };
-    let dv = String::from_utf8(dv.to_json()).unwrap_or_default();
-    let body = format!(
-        r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{dv},"mappingDataVersion":{dv},"topicConfigTable":{{{table}}},"topicQueueMappingDetailMap":{{}},"topicQueueMappingInfoMap":{{}}}}}}"#
-    );
-    let crc = (crc32fast::hash(body.as_bytes()) & 0x7FFF_FFFF).to_string();
+    let body = rocketns::protocol::register_body::encode_json(&dv, &configs);
+    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
     let ext: ExtFields = [
         ("brokerAddr", addr.to_string()),
         ("brokerId", id.to_string()),

@@ -239,6 +239,39 @@ fn parse_topic_config_text(text: &str) -> Result<TopicConfig, BodyError> {
     })
 }
 
+/// Encodes the JSON RegisterBrokerBody a 5.x broker sends (no filter servers, no static topics); used by
+/// tests, benches and the load generator.
+pub fn encode_json(data_version: &DataVersion, topics: &[TopicConfig]) -> Vec<u8> {
+    use crate::json::{self, JsonStyle};
+    let dv = data_version.to_json();
+    let mut out = Vec::with_capacity(256 + topics.len() * 200);
+    out.extend_from_slice(b"{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{\"dataVersion\":");
+    out.extend_from_slice(&dv);
+    out.extend_from_slice(b",\"mappingDataVersion\":");
+    out.extend_from_slice(&dv);
+    out.extend_from_slice(b",\"topicConfigTable\":{");
+    for (i, t) in topics.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let name = t.topic_name.as_deref().unwrap_or("");
+        json::write_key(&mut out, name);
+        out.extend_from_slice(b"{\"attributes\":{},\"order\":false,\"perm\":");
+        json::write_int(&mut out, t.perm as i64);
+        out.extend_from_slice(b",\"readQueueNums\":");
+        json::write_int(&mut out, t.read_queue_nums as i64);
+        out.extend_from_slice(b",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
+        json::write_str(&mut out, name, JsonStyle::Fastjson);
+        out.extend_from_slice(b",\"topicSysFlag\":");
+        json::write_int(&mut out, t.topic_sys_flag as i64);
+        out.extend_from_slice(b",\"writeQueueNums\":");
+        json::write_int(&mut out, t.write_queue_nums as i64);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"},\"topicQueueMappingDetailMap\":{},\"topicQueueMappingInfoMap\":{}}}");
+    out
+}
+
 /// Encodes the compressed form (level 9, like the broker); used by tests and the load generator.
 pub fn encode_compressed(data_version: &DataVersion, topics: &[TopicConfig], filters: &[String]) -> Vec<u8> {
     use std::io::Write;
@@ -317,6 +350,15 @@ mod tests {
         assert_eq!(decoded.filter_server_list, Some(vec![]));
         // The same bytes sent with `compressed=false`, as 5.x brokers do, are still understood.
         assert_eq!(RegisterBrokerBody::decode(&body, false, 479).unwrap().topic_configs, vec![topic_test()]);
+    }
+
+    #[test]
+    fn json_encoder_round_trips() {
+        let dv = DataVersion { counter: 7, state_version: 2, timestamp: 5 };
+        let topics = vec![topic_test(), TopicConfig { topic_sys_flag: 3, ..TopicConfig::new("a\"b", 1, 2, 4) }];
+        let decoded = RegisterBrokerBody::decode(&encode_json(&dv, &topics), false, 479).unwrap();
+        assert_eq!((decoded.data_version, decoded.topic_configs), (dv, topics));
+        assert_eq!(decoded.filter_server_list, Some(vec![]));
     }
 
     #[test]

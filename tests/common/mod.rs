@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use rocketns::protocol::DataVersion;
+use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, FrameDecoder, RemotingCommand, SerializeType, decode_command};
 use rocketns::{NameServer, NamesrvConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -183,20 +183,9 @@ pub type Topic<'a> = (&'a str, i32, i32);
 
 /// RegisterBrokerBody JSON as a 5.x broker writes it.
 pub fn register_body(dv: DataVersion, topics: &[(&str, i32, i32)]) -> Vec<u8> {
-    let mut table = String::new();
-    for (i, (name, queues, perm)) in topics.iter().enumerate() {
-        if i > 0 {
-            table.push(',');
-        }
-        table.push_str(&format!(
-            r#""{name}":{{"attributes":{{}},"order":false,"perm":{perm},"readQueueNums":{queues},"topicFilterType":"SINGLE_TAG","topicName":"{name}","topicSysFlag":0,"writeQueueNums":{queues}}}"#
-        ));
-    }
-    let dv = String::from_utf8(dv.to_json()).expect("utf8");
-    format!(
-        r#"{{"filterServerList":[],"topicConfigSerializeWrapper":{{"dataVersion":{dv},"mappingDataVersion":{dv},"topicConfigTable":{{{table}}},"topicQueueMappingDetailMap":{{}},"topicQueueMappingInfoMap":{{}}}}}}"#
-    )
-    .into_bytes()
+    let configs: Vec<TopicConfig> =
+        topics.iter().map(|(name, queues, perm)| TopicConfig::new(*name, *queues, *queues, *perm)).collect();
+    rocketns::protocol::register_body::encode_json(&dv, &configs)
 }
 
 pub fn dv(counter: i64) -> DataVersion {
