@@ -101,8 +101,14 @@ impl Connection {
     }
 
     /// Serves the connection until the peer closes it, it stays idle too long, or it sends a frame that
-    /// cannot be decoded (which closes only this connection, as in Java).
-    pub async fn run(mut self) {
+    /// cannot be decoded (which closes only this connection, as in Java). Returns whether a broker
+    /// registered over it (only then can its close remove brokers).
+    pub async fn run(mut self) -> bool {
+        self.serve().await;
+        self.registered_broker
+    }
+
+    async fn serve(&mut self) {
         let mut read_buf = BytesMut::with_capacity(READ_BUFFER);
         let mut out = OutQueue::new(self.processor.config.load().reply_serialize_type());
         let mut tally = RequestTally::default();

@@ -50,10 +50,8 @@ pub async fn save_routes(routes: &RouteHandle, path: &std::path::Path) {
     }
 }
 
-/// A connection closed: brokers that registered over it are removed at once.
+/// A connection over which a broker registered closed: the brokers whose last registration came over it
+/// are removed at once (the writer finds them).
 pub async fn on_connection_closed(routes: &RouteHandle, conn: ConnId) {
-    if routes.liveness.registered_over(conn).is_empty() {
-        return;
-    }
     let _ = routes.submit(RouteMutation::ConnectionClosed(conn)).await;
 }

@@ -109,11 +109,11 @@ impl NameServer {
                 let routes = processor.routes.clone();
                 let stopping = processor.shutting_down.clone();
                 let metrics = processor.metrics.clone();
-                Connection::new(stream, id, processor).run().await;
+                let registered_broker = Connection::new(stream, id, processor).run().await;
                 metrics.connections.fetch_sub(1, Ordering::Relaxed);
                 // Connections that end during shutdown leave their brokers registered: they are saved for
                 // warm restart and will come back.
-                if !stopping.load(Ordering::Acquire) {
+                if registered_broker && !stopping.load(Ordering::Acquire) {
                     housekeeping::on_connection_closed(&routes, id).await;
                 }
                 tracing::debug!(conn = id, %peer, "connection closed");
