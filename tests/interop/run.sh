@@ -8,6 +8,9 @@
 # The third-party binaries dial the machine's own interface address, so everything runs inside a private
 # network namespace that has only loopback (see ../shared/interop.md). Needs root (CI runs as root).
 # Installs what it needs from crates.io, skipping what is already installed at the right version.
+# The run's files (logs, the broker's store) live on a tmpfs in a private mount namespace: the broker refuses
+# writes when the disk under its store is over 75% full, which a shared build machine can be, and nothing is
+# left behind. INTEROP_KEEP=DIR copies the run's logs to DIR.
 # ROCKETNS_INTEROP_CACHE (default ~/.cache/rocketns-interop) keeps the builds between runs.
 set -euo pipefail
 
@@ -19,22 +22,44 @@ NS_LIST="127.0.0.1:9876;127.0.0.1:9877;127.0.0.1:9878"
 
 ns_pids=()
 broker_pid=""
+work=""
 
 inner() {
-    local work client broker_bin pass=0 fail=0
+    # work is global: the EXIT trap runs after inner has returned.
+    local client broker_bin pass=0 fail=0
     work=$(mktemp -d)
+    # Small store files (broker.toml below) keep the tmpfs small; 2 GiB is a ceiling, not a reservation.
+    if ! mount -t tmpfs -o size=2g,mode=0700 rocketns-interop "$work"; then
+        echo "interop: no tmpfs for the run's files; using $work on disk (the broker needs it under 75% full)"
+    fi
     client="$CACHE/target/debug/rocketns-interop-client"
     broker_bin=$(command -v rocketmq-broker-rust || echo "${CARGO_HOME:-$HOME/.cargo}/bin/rocketmq-broker-rust")
     cleanup() {
         [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null || true
         for pid in "${ns_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
         wait 2>/dev/null || true
+        if [ -n "${INTEROP_KEEP:-}" ]; then
+            mkdir -p "$INTEROP_KEEP" && (cd "$work" && cp -- *.log *.toml *.properties "$INTEROP_KEEP"/) || true
+        fi
+        umount --lazy "$work" 2>/dev/null || true
+        rm -rf "$work"
     }
     trap cleanup EXIT
+
+    # A zombie still answers kill -0, so look at its state.
+    broker_down() {
+        [ -n "$broker_pid" ] && ! ps -o stat= -p "$broker_pid" 2>/dev/null | grep -qv Z
+    }
 
     check() {
         local what=$1; shift
         echo "--- $what"
+        if broker_down; then
+            echo "FAIL: the broker stopped before this check; its log (tail):"
+            tail -n 30 "$work/broker.log" | cut -c1-400
+            echo "interop: $pass passed, $((fail + 1)) failed (the rest not run)"
+            exit 1
+        fi
         local log="$work/client-$((pass + fail)).log"
         # The client's own tracing goes to its log file; its findings (plain lines) are shown.
         if HOME="$work" timeout 240 "$client" "$@" > "$log" 2>&1; then
@@ -83,6 +108,9 @@ brokerId = 0
 
 [store]
 storeType = "LocalFile"
+mappedFileSizeCommitLog = 67108864
+maxHashSlotNum = 50000
+maxIndexNum = 200000
 brokerRole = "ASYNC_MASTER"
 storePathRootDir = "$work/store"
 haListenAddress = "127.0.0.1"
@@ -90,6 +118,11 @@ haListenPort = 10912
 TOML
     ROCKETMQ_HOME="$work" HOME="$work" "$broker_bin" -c "$work/broker.toml" -n "$NS_LIST" > "$work/broker.log" 2>&1 &
     broker_pid=$!
+    for _ in $(seq 300); do
+        (exec 3<>/dev/tcp/127.0.0.1/10911) 2>/dev/null && break
+        broker_down && break
+        sleep 0.1
+    done
 
     check "the broker registers (cluster info lists broker-a)" wait-broker "$NS_ADDR" broker-a 90
     check "TBW102 is routed (registered by the broker with autoCreateTopicEnable)" route "$NS_ADDR" TBW102 present 30
@@ -110,7 +143,6 @@ TOML
     check "rocketns drops the routes of the stopped broker" route 127.0.0.1:9878 InteropTopic absent 30
     check "... including TBW102" route 127.0.0.1:9878 TBW102 absent 30
     check "... and the auto-created topic" route 127.0.0.1:9878 AutoCreatedTopic absent 30
-    [ -n "${INTEROP_KEEP:-}" ] && cp -r "$work" "$INTEROP_KEEP"
     echo "interop: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }
@@ -136,4 +168,4 @@ fi
 echo "interop: building the client program"
 CARGO_TARGET_DIR="$CACHE/target" cargo build --locked --quiet --manifest-path "$ROOT/tests/interop/client/Cargo.toml"
 cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
-exec unshare --net -- bash -c 'ip link set lo up && exec "$0" inner' "${BASH_SOURCE[0]}"
+exec unshare --net --mount -- bash -c 'ip link set lo up && exec "$0" inner' "${BASH_SOURCE[0]}"
