@@ -8,8 +8,7 @@ use std::io::IoSlice;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::Decoder;
 
 use crate::metrics::RequestTally;
@@ -49,7 +48,7 @@ impl OutQueue {
         }
     }
 
-    pub async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    pub async fn flush<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
         if !self.scratch.is_empty() {
             self.chunks.push_back(self.scratch.split().freeze());
         }
@@ -74,8 +73,9 @@ impl OutQueue {
     }
 }
 
-pub struct Connection {
-    stream: TcpStream,
+/// Over plain TCP or TLS (`tls.server.mode`).
+pub struct Connection<S> {
+    stream: S,
     id: ConnId,
     processor: Processor,
     decoder: FrameDecoder,
@@ -89,10 +89,10 @@ fn frame_cap(limit: u64) -> usize {
     usize::try_from(limit).unwrap_or(usize::MAX)
 }
 
-impl Connection {
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Until a broker registers over it, a connection gets the smaller `unregisteredFrameMaxLength` cap:
     /// clients send small requests, and only brokers need room for a whole topic table.
-    pub fn new(stream: TcpStream, id: ConnId, processor: Processor) -> Self {
+    pub fn new(stream: S, id: ConnId, processor: Processor) -> Self {
         let config = processor.config.load();
         let broker_frame_max = frame_cap(config.frame_max_length);
         let decoder = FrameDecoder::new(frame_cap(config.unregistered_frame_max_length).min(broker_frame_max));

@@ -44,6 +44,8 @@ pub enum RequestError {
     ConfigUpdate(#[from] ConfigUpdateError),
     #[error(" request type {0} not supported")]
     NotSupported(i32),
+    #[error(transparent)]
+    AccessDenied(#[from] crate::acl::AccessDenied),
 }
 
 impl RequestError {
@@ -54,7 +56,8 @@ impl RequestError {
             RequestError::KvNotFound { .. } | RequestError::KvNamespaceNotFound(_) => response::QUERY_NOT_FOUND,
             RequestError::ConfigUpdate(
                 ConfigUpdateError::BlackListed(_) | ConfigUpdateError::StartupOnly(_) | ConfigUpdateError::Unknown(_),
-            ) => response::NO_PERMISSION,
+            )
+            | RequestError::AccessDenied(_) => response::NO_PERMISSION,
             RequestError::MissingField(_)
             | RequestError::InvalidField { .. }
             | RequestError::CrcMismatch

@@ -9,6 +9,7 @@
 //! - [`kvconfig`]: the KV config store; [`fsutil`]: crash-safe file writes;
 //! - [`config`]: the Java configuration keys, and which of them may change at runtime.
 
+pub mod acl;
 pub mod config;
 pub mod connection;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod protocol;
 pub mod remoting;
 pub mod route;
 pub mod server;
+pub mod tls;
 
 pub use config::NamesrvConfig;
 pub use server::NameServer;

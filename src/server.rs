@@ -7,14 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
+use crate::acl::AccessControl;
 use crate::config::NamesrvConfig;
 use crate::connection::Connection;
 use crate::housekeeping;
 use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
 use crate::processor::{Processor, route_config};
 use crate::route::{RouteSnapshot, RouteWriter, route_table};
+use crate::tls::{Accepted, TlsServer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -22,10 +24,15 @@ pub enum StartError {
     Listen { addr: String, source: std::io::Error },
     #[error(transparent)]
     Kv(#[from] KvError),
+    #[error(transparent)]
+    Acl(#[from] crate::acl::AclLoadError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 pub struct NameServer {
     listener: TcpListener,
+    tls: Option<Arc<TlsServer>>,
     metrics_listener: Option<TcpListener>,
     processor: Processor,
     writer: RouteWriter,
@@ -51,13 +58,18 @@ impl NameServer {
                 Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?)
             }
         };
+        let tls = TlsServer::from_config(&config)?.map(Arc::new);
+        let access_control = if config.acl_enable {
+            let acl = AccessControl::load(&config.acl_credentials_path, config.acl_protect_reads)?;
+            tracing::info!(accounts = acl.accounts(), protect_reads = config.acl_protect_reads, "access control on");
+            Some(Arc::new(acl))
+        } else {
+            None
+        };
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
-        Ok(NameServer {
-            listener,
-            metrics_listener,
-            processor: Processor::new(routes, shared, kv, config_file),
-            writer,
-        })
+        let mut processor = Processor::new(routes, shared, kv, config_file);
+        processor.access_control = access_control;
+        Ok(NameServer { listener, tls, metrics_listener, processor, writer })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -69,7 +81,7 @@ impl NameServer {
     /// are still served, clients newer than 5.3.1 being told GO_AWAY as Java does; the routes are saved for
     /// warm restart; then everything stops.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let NameServer { listener, metrics_listener, processor, writer } = self;
+        let NameServer { listener, tls, metrics_listener, processor, writer } = self;
         let writer = tokio::spawn(writer.run());
         let http = metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, processor.clone())));
         let scan =
@@ -102,6 +114,7 @@ impl NameServer {
             let id = next_id.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(conn = id, %peer, "connection accepted");
             let processor = processor.clone();
+            let tls = tls.clone();
             // Counted before the task starts, so that the limit holds for a burst of accepts.
             processor.metrics.connections.fetch_add(1, Ordering::Relaxed);
             processor.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
@@ -109,7 +122,7 @@ impl NameServer {
                 let routes = processor.routes.clone();
                 let stopping = processor.shutting_down.clone();
                 let metrics = processor.metrics.clone();
-                let registered_broker = Connection::new(stream, id, processor).run().await;
+                let registered_broker = serve_connection(stream, tls.as_deref(), id, processor).await;
                 metrics.connections.fetch_sub(1, Ordering::Relaxed);
                 // Connections that end during shutdown leave their brokers registered: they are saved for
                 // warm restart and will come back.
@@ -141,6 +154,20 @@ impl NameServer {
         }
         scan.abort();
         writer.abort();
+    }
+}
+
+/// Serves one accepted connection, in TLS if it starts a handshake and TLS is on; returns whether a broker
+/// registered over it.
+async fn serve_connection(stream: TcpStream, tls: Option<&TlsServer>, id: u64, processor: Processor) -> bool {
+    let Some(tls) = tls else {
+        return Connection::new(stream, id, processor).run().await;
+    };
+    let idle = Duration::from_secs(processor.config.load().server_channel_max_idle_time_seconds.max(1));
+    match tls.accept(stream, idle).await {
+        Accepted::Plain(stream) => Connection::new(stream, id, processor).run().await,
+        Accepted::Tls(stream) => Connection::new(*stream, id, processor).run().await,
+        Accepted::Refused => false,
     }
 }
 

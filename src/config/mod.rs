@@ -193,6 +193,20 @@ namesrv_config! {
     unregistered_frame_max_length: u64 = 4 * 1024 * 1024 => "unregisteredFrameMaxLength",
     /// Connections served at once; more are closed as soon as they are accepted.
     server_max_connections: u64 = 50_000 => "serverMaxConnections",
+    /// Access control: requests that change anything must carry a valid RocketMQ ACL signature (SECURITY.md).
+    acl_enable: bool = false => "aclEnable",
+    /// The accounts of access control: a properties file of `accessKey=secretKey` lines.
+    acl_credentials_path: String = String::new() => "aclCredentialsPath",
+    /// With access control on, reads (routes, cluster info, topic lists, KV and config reads) need a
+    /// signature too.
+    acl_protect_reads: bool = false => "aclProtectReads",
+    /// TLS: `disabled`, `permissive` (TLS and plain connections on the same port, told apart by the first
+    /// byte, as Java does) or `enforcing` (TLS only). Java's `tls.server.mode`.
+    tls_server_mode: String = "disabled".into() => "tls.server.mode",
+    /// The server certificate chain, PEM. Java's `tls.server.certPath`.
+    tls_server_cert_path: String = String::new() => "tls.server.certPath",
+    /// The server's private key, PEM (PKCS#8, PKCS#1 or SEC1), unencrypted. Java's `tls.server.keyPath`.
+    tls_server_key_path: String = String::new() => "tls.server.keyPath",
 }
 
 impl NamesrvConfig {
@@ -220,6 +234,13 @@ impl NamesrvConfig {
                 key: "serializeType".into(),
                 value: self.serialize_type.clone(),
                 expected: "JSON or ROCKETMQ",
+            });
+        }
+        if !matches!(self.tls_server_mode.as_str(), "disabled" | "permissive" | "enforcing") {
+            return Err(ConfigError::InvalidValue {
+                key: "tls.server.mode".into(),
+                value: self.tls_server_mode.clone(),
+                expected: "disabled, permissive or enforcing",
             });
         }
         Ok(())

@@ -35,6 +35,8 @@ pub struct Processor {
     /// Set when the server is stopping: newer clients are told to go away.
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Signature checks, when `aclEnable` is on.
+    pub access_control: Option<Arc<crate::acl::AccessControl>>,
 }
 
 impl Processor {
@@ -53,6 +55,7 @@ impl Processor {
             config_update: Default::default(),
             shutting_down: Default::default(),
             metrics: Default::default(),
+            access_control: None,
         }
     }
 
@@ -73,6 +76,12 @@ impl Processor {
         // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
         if req.version > version::V5_3_1 && self.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
             let mut resp = RemotingCommand::response(response::GO_AWAY, Some("please go away".into()));
+            resp.opaque = req.opaque;
+            return resp;
+        }
+        if let Some(Err(denied)) = self.access_control.as_ref().map(|acl| acl.check(req)) {
+            tracing::warn!(code = req.code, reason = %denied, "request refused by access control");
+            let mut resp = RequestError::from(denied).to_response(req.code);
             resp.opaque = req.opaque;
             return resp;
         }

@@ -2,7 +2,8 @@
 # Real RocketMQ software against rocketns: the rocketmq-rust broker (crates.io rocketmq-broker 1.0.0) registers
 # with rocketns, and a program built on rocketmq-client-rust 1.0.0 (tests/interop/client) creates a topic,
 # sends and consumes 1,000 messages, shows TBW102 auto-creation, runs the admin API against rocketns (cluster
-# info, topic list, KV, config, write permission), keeps producing through three rocketns replicas while two
+# info, topic list, KV, config, write permission), checks that rocketns with access control on accepts the
+# client's own ACL signatures and refuses unsigned writes, keeps producing through three rocketns replicas while two
 # of them are killed, and checks that rocketns drops the broker's routes once the broker stops.
 #
 # The third-party binaries dial the machine's own interface address, so everything runs inside a private
@@ -63,10 +64,10 @@ inner() {
         local log="$work/client-$((pass + fail)).log"
         # The client's own tracing goes to its log file; its findings (plain lines) are shown.
         if HOME="$work" timeout 240 "$client" "$@" > "$log" 2>&1; then
-            grep -aE '^(route of|cluster info|topic list|KV|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
+            grep -aE '^(route of|cluster info|topic list|KV|after|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
             pass=$((pass + 1))
         else
-            grep -aE '^(route of|cluster info|topic list|KV|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
+            grep -aE '^(route of|cluster info|topic list|KV|after|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
             echo "--- client log (tail)"; tail -n 30 "$log" | cut -c1-400
             fail=$((fail + 1))
             echo "interop check failed: $what"
@@ -88,6 +89,18 @@ PROPS
             sleep 0.1
         done
     done
+
+    # A fourth rocketns, alone, with access control on: the client's own ACL signer against it.
+    printf 'interop-ak=interop-secret\n' > "$work/acl.properties"
+    cat > "$work/namesrv-acl.properties" <<PROPS
+bindAddress=127.0.0.1
+listenPort=9879
+kvConfigPath=$work/namesrv-acl/kvConfig.json
+aclEnable=true
+aclCredentialsPath=$work/acl.properties
+PROPS
+    RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv-acl.properties" > "$work/rocketns-9879.log" 2>&1 &
+    ns_pids+=($!)
 
     mkdir -p "$work/store"
     cat > "$work/broker.toml" <<TOML
@@ -129,6 +142,7 @@ TOML
     check "create a topic through the broker, send and consume 1000 messages" produce-consume "$NS_ADDR" InteropTopic 1000
     check "a producer sends to an uncreated topic via TBW102; its route appears" auto-create "$NS_ADDR" AutoCreatedTopic
     check "admin API: cluster info, topic list, KV, config, write permission" admin "$NS_ADDR" broker-a InteropTopic
+    check "access control: writes signed by the client's AclClientRPCHook are accepted, others refused" acl 127.0.0.1:9879 interop-ak interop-secret
     check "the broker registered with the second replica too" wait-broker 127.0.0.1:9877 broker-a 60
     check "... and with the third" wait-broker 127.0.0.1:9878 broker-a 60
     echo "--- replicas: producing through all three while two are killed (SIGKILL) after 4 s"

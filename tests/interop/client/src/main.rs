@@ -13,6 +13,8 @@
 //!   topic this client has no route for yet, so that its route must come from the NameServer still alive;
 //! - `admin NS BROKER TOPIC`: the admin API against the NameServer: cluster info, topic list, KV put/get/
 //!   list/delete, NameServer config, and wiping and restoring BROKER's write permission on TOPIC.
+//! - `acl NS AK SK`: against a NameServer with `aclEnable`, the client's own ACL signer (`AclClientRPCHook`
+//!   with AK/SK) gets KV writes accepted, while unsigned and wrongly signed ones change nothing.
 //! Exit status 0 means the check held; the last line printed says what was seen.
 
 use std::collections::{HashMap, HashSet};
@@ -20,9 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rocketmq_client_rust::{
-    BrokerAdmin, ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig,
+    AclClientRPCHook, BrokerAdmin, ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig,
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer, DefaultMQPushConsumer,
-    MQPushConsumer, MessageListenerConcurrently, RouteAdmin, TopicAdmin,
+    MQPushConsumer, MessageListenerConcurrently, RouteAdmin, SessionCredentials, TopicAdmin,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
@@ -135,6 +137,58 @@ impl MessageListenerConcurrently for Collect {
         }
         Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
     }
+}
+
+/// An admin client whose requests are signed with these credentials.
+async fn signed_admin(rt: &Runtime, ns: &str, ak: &str, sk: &str) -> Result<DefaultMQAdminExt, Failure> {
+    let hook = Arc::new(AclClientRPCHook::new(SessionCredentials::with_keys(ak.to_string(), sk.to_string())));
+    let mut admin = DefaultMQAdminExt::with_rpc_hook_and_timeout(rt.client.clone(), hook, Duration::from_secs(5));
+    admin.set_namesrv_addr(ns);
+    admin.start().await?;
+    Ok(admin)
+}
+
+/// A KV value as this client reads it: it answers a missing key with an empty value.
+async fn kv_value(admin: &DefaultMQAdminExt, key: &str) -> Option<String> {
+    match admin.get_kv_config("acl".into(), key.to_string().into()).await {
+        Ok(v) if !v.is_empty() => Some(v.to_string()),
+        _ => None,
+    }
+}
+
+async fn acl_checks(rt: &Runtime, ns: &str, ak: &str, sk: &str) -> Result<(), Failure> {
+    // put_kv_config reports no result: what it did is read back (reads stay open).
+    let reader = admin(rt, ns).await?;
+    reader.put_kv_config("acl".into(), "unsigned".into(), "v".into()).await;
+    let unsigned = kv_value(&reader, "unsigned").await;
+    println!("KV write without signature, read back: {unsigned:?}");
+    if unsigned.is_some() {
+        return Err("an unsigned KV write was accepted".into());
+    }
+    let wrong = signed_admin(rt, ns, ak, "not-the-secret").await?;
+    wrong.put_kv_config("acl".into(), "wrong".into(), "v".into()).await;
+    let wrongly = kv_value(&reader, "wrong").await;
+    println!("KV write with a wrong secret, read back: {wrongly:?}");
+    if wrongly.is_some() {
+        return Err("a wrongly signed KV write was accepted".into());
+    }
+    let signed = signed_admin(rt, ns, ak, sk).await?;
+    signed.put_kv_config("acl".into(), "signed".into(), "v1".into()).await;
+    let value = kv_value(&reader, "signed").await;
+    println!("KV write signed by the client's AclClientRPCHook, read back: {value:?}");
+    if value.as_deref() != Some("v1") {
+        return Err(format!("signed KV write read back as {value:?}").into());
+    }
+    if reader.delete_kv_config("acl".into(), "signed".into()).await.is_ok() {
+        return Err("an unsigned KV delete was accepted".into());
+    }
+    signed.delete_kv_config("acl".into(), "signed".into()).await?;
+    let gone = kv_value(&reader, "signed").await;
+    println!("after a signed delete: {gone:?}");
+    if gone.is_some() {
+        return Err("signed KV delete did not delete".into());
+    }
+    Ok(())
 }
 
 async fn produce_consume(rt: &Runtime, ns: &str, topic: &str, count: usize) -> Result<(), Failure> {
@@ -327,6 +381,7 @@ async fn main() {
         "auto-create" => auto_create(&rt, &arg(1), &arg(2)).await,
         "admin" => admin_checks(&rt, &arg(1), &arg(2), &arg(3)).await,
         "replicas" => replicas(&rt, &arg(1), &arg(2), secs(3), &arg(4)).await,
+        "acl" => acl_checks(&rt, &arg(1), &arg(2), &arg(3)).await,
         "route" => match admin(&rt, &arg(1)).await {
             Ok(a) => wait_route(&a, &arg(2), arg(3) == "present", secs(4)).await,
             Err(e) => Err(e),
