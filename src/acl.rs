@@ -79,7 +79,12 @@ impl AccessControl {
         if secrets.is_empty() {
             return Err(AclLoadError::Empty { path: path.to_string() });
         }
-        Ok(AccessControl { secrets, protect_reads })
+        Ok(AccessControl::new(secrets, protect_reads))
+    }
+
+    /// From accounts already read (accessKey → secretKey).
+    pub fn new(secrets: HashMap<String, String>, protect_reads: bool) -> Self {
+        AccessControl { secrets, protect_reads }
     }
 
     pub fn accounts(&self) -> usize {
@@ -147,6 +152,24 @@ mod tests {
     fn matches_an_independent_hmac_sha1() {
         let fields = ext(&[("topic", "TopicTest"), (ACCESS_KEY, "rocketmq")]);
         assert_eq!(signature("12345678", &fields, b"body"), "VNO92eAS8ijESYO1g1yX4u1+PzI=");
+    }
+
+    /// A decoded header may repeat a key; the last value is the one read, signed and replaced.
+    #[test]
+    fn a_repeated_key_counts_once_with_its_last_value() {
+        let mut repeated = ExtFields::new();
+        repeated.push("topic".into(), "first".into());
+        repeated.push("topic".into(), "T".into());
+        repeated.push(ACCESS_KEY.into(), "ak".into());
+        assert_eq!(signature("sk", &repeated, b""), signature("sk", &ext(&[("topic", "T"), (ACCESS_KEY, "ak")]), b""));
+        repeated.insert("topic", "U");
+        assert_eq!(repeated.get("topic"), Some("U"));
+
+        let acl = AccessControl::new(HashMap::from([("ak".to_string(), "sk".to_string())]), false);
+        let mut req = RemotingCommand::request(request::PUT_KV_CONFIG, repeated);
+        let sig = signature("sk", req.ext_fields.as_ref().expect("fields"), b"");
+        req.ext_fields.as_mut().expect("fields").insert(SIGNATURE, sig);
+        assert_eq!(acl.check(&req), Ok(()));
     }
 
     #[test]

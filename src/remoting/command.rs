@@ -92,11 +92,11 @@ impl ExtFields {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    /// Adds or replaces a field.
+    /// Adds or replaces a field (the one `get` reads, when a decoded header repeated the key).
     pub fn insert(&mut self, key: impl Into<CompactString>, value: impl Into<CompactString>) {
         let key = key.into();
         let value = value.into();
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
+        match self.0.iter_mut().rev().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
             None => self.0.push((key, value)),
         }
