@@ -4,7 +4,8 @@
 # sends and consumes 1,000 messages, shows TBW102 auto-creation, runs the admin API against rocketns (cluster
 # info, topic list, KV, config, write permission), checks that rocketns with access control on accepts the
 # client's own ACL signatures and refuses unsigned writes, keeps producing through three rocketns replicas while two
-# of them are killed, and checks that rocketns drops the broker's routes once the broker stops.
+# of them are killed, removes the broker while it is frozen (SIGSTOP) and routes it again once it resumes,
+# and checks that rocketns drops the broker's routes once the broker stops.
 #
 # The third-party binaries dial the machine's own interface address, so everything runs inside a private
 # network namespace that has only loopback (see ../shared/interop.md). Needs root (CI runs as root).
@@ -110,6 +111,11 @@ brokerIp1 = "127.0.0.1"
 listenPort = 10911
 storePathRootDir = "$work/store"
 autoCreateTopicEnable = true
+# Heartbeats (BROKER_HEARTBEAT, 904) every second and a 10 s liveness timeout sent with each registration,
+# as a 5.x broker with slave acting master does: the SIGSTOP check below needs no 120 s wait.
+enableSlaveActingMaster = true
+brokerNotActiveTimeoutMillis = 10000
+registerNameServerPeriod = 10000
 
 [broker.brokerServerConfig]
 bindAddress = "127.0.0.1"
@@ -149,6 +155,13 @@ TOML
     ( sleep 4; kill -9 "${ns_pids[0]}" "${ns_pids[1]}" 2>/dev/null ) &
     check "a client keeps producing with two of three NameServers killed" replicas "$NS_LIST" InteropTopic 12 AutoCreatedTopic
     check "the surviving replica still routes the topic" route 127.0.0.1:9878 InteropTopic present 10
+    echo "--- freezing the broker (SIGSTOP): its connections stay open, its heartbeats stop"
+    kill -STOP "$broker_pid"
+    frozen_at=$SECONDS
+    check "a frozen broker is removed after its 10 s heartbeat timeout plus a scan" route 127.0.0.1:9878 InteropTopic absent 40
+    echo "(removed $((SECONDS - frozen_at)) s after SIGSTOP)"
+    kill -CONT "$broker_pid"
+    check "... and routed again once it resumes and re-registers" route 127.0.0.1:9878 InteropTopic present 60
     echo "--- stopping the broker (SIGTERM)"
     kill -TERM "$broker_pid" 2>/dev/null || true
     for _ in $(seq 150); do kill -0 "$broker_pid" 2>/dev/null || break; sleep 0.2; done
