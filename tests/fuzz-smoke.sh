@@ -14,6 +14,8 @@ export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# What the targets write (request_sequence keeps a KV file) goes there too.
+export TMPDIR="$scratch"
 for target in $(cargo fuzz list); do
     mkdir -p "$scratch/$target"
     # New inputs go to the scratch corpus; the seeds stay as committed.
