@@ -5,6 +5,11 @@
 # cargo-fuzz and the rocketmq-rust broker and builds the interop client: about 15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Test servers keep their KV files in temporary folders that outlive each test (restarts read them back):
+# they all go under one folder, removed at the end.
+scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR="$scratch"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -46,7 +46,8 @@ impl Drop for TestServer {
     }
 }
 
-/// 127.0.0.1, port 0, and a KV file in a fresh temporary folder (kept for the life of the test process).
+/// 127.0.0.1, port 0, and a KV file in a fresh temporary folder, kept after the test (restarts read it back);
+/// tests/run-all.sh points TMPDIR at a folder it removes at the end.
 pub fn test_config() -> NamesrvConfig {
     let dir = tempfile::tempdir().expect("temp dir").keep();
     NamesrvConfig {
