@@ -2,10 +2,11 @@
 # Real RocketMQ software against rocketns: the rocketmq-rust broker (crates.io rocketmq-broker 1.0.0) registers
 # with rocketns, and a program built on rocketmq-client-rust 1.0.0 (tests/interop/client) creates a topic,
 # sends and consumes 1,000 messages, shows TBW102 auto-creation, runs the admin API against rocketns (cluster
-# info, topic list, KV, config, write permission), checks that rocketns with access control on accepts the
-# client's own ACL signatures and refuses unsigned writes, keeps producing through three rocketns replicas while two
-# of them are killed, removes the broker while it is frozen (SIGSTOP) and routes it again once it resumes,
-# and checks that rocketns drops the broker's routes once the broker stops.
+# info, topic list, KV, config, write permission), checks that a rocketns with access control on accepts the
+# client's own ACL signatures and refuses unsigned writes, that a TLS-only rocketns serves the client's own
+# TLS, keeps producing through three rocketns replicas while two of them are killed, removes the broker while
+# it is frozen (SIGSTOP) and routes it again once it resumes, and checks that rocketns drops the broker's
+# routes once the broker stops.
 #
 # The third-party binaries dial the machine's own interface address, so everything runs inside a private
 # network namespace that has only loopback (see ../shared/interop.md). Needs root (CI runs as root).
@@ -103,6 +104,25 @@ PROPS
     RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv-acl.properties" > "$work/rocketns-9879.log" 2>&1 &
     ns_pids+=($!)
 
+    # A fifth, TLS only, with a CA and a server certificate made for this run: the client's own TLS
+    # (verifying the server against the CA) against it.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=rocketns-interop-ca \
+        -keyout "$work/ca.key" -out "$work/ca.crt" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$work/tls.key" -out "$work/tls.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n' > "$work/tls.ext"
+    openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial -days 1 \
+        -extfile "$work/tls.ext" -out "$work/tls.crt" 2>/dev/null
+    cat > "$work/namesrv-tls.properties" <<PROPS
+bindAddress=127.0.0.1
+listenPort=9880
+kvConfigPath=$work/namesrv-tls/kvConfig.json
+tls.server.mode=enforcing
+tls.server.certPath=$work/tls.crt
+tls.server.keyPath=$work/tls.key
+PROPS
+    RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv-tls.properties" > "$work/rocketns-9880.log" 2>&1 &
+    ns_pids+=($!)
+
     mkdir -p "$work/store"
     cat > "$work/broker.toml" <<TOML
 [broker]
@@ -149,6 +169,7 @@ TOML
     check "a producer sends to an uncreated topic via TBW102; its route appears" auto-create "$NS_ADDR" AutoCreatedTopic
     check "admin API: cluster info, topic list, KV, config, write permission" admin "$NS_ADDR" broker-a InteropTopic
     check "access control: writes signed by the client's AclClientRPCHook are accepted, others refused" acl 127.0.0.1:9879 interop-ak interop-secret
+    check "TLS: the client's own TLS is served in enforcing mode, plain TCP is not" tls 127.0.0.1:9880 "$work/ca.crt"
     check "the broker registered with the second replica too" wait-broker 127.0.0.1:9877 broker-a 60
     check "... and with the third" wait-broker 127.0.0.1:9878 broker-a 60
     echo "--- replicas: producing through all three while two are killed (SIGKILL) after 4 s"
@@ -184,9 +205,9 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 mkdir -p "$CACHE"
-if ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
-    echo "interop: installing iproute2 and util-linux (ip, unshare)"
-    apt-get update -qq && apt-get install -y -qq iproute2 util-linux
+if ! command -v ip >/dev/null || ! command -v unshare >/dev/null || ! command -v openssl >/dev/null; then
+    echo "interop: installing iproute2, util-linux and openssl (ip, unshare, a test certificate)"
+    apt-get update -qq && apt-get install -y -qq iproute2 util-linux openssl
 fi
 if ! cargo install --list | grep -q '^rocketmq-broker v1\.0\.0:'; then
     echo "interop: installing rocketmq-broker 1.0.0 from crates.io (about 8 minutes on 2 cores)"

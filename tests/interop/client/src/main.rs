@@ -15,6 +15,9 @@
 //!   list/delete, NameServer config, and wiping and restoring BROKER's write permission on TOPIC.
 //! - `acl NS AK SK`: against a NameServer with `aclEnable`, the client's own ACL signer (`AclClientRPCHook`
 //!   with AK/SK) gets KV writes accepted, while unsigned and wrongly signed ones change nothing.
+//! - `tls NS CA`: against a NameServer with `tls.server.mode=enforcing`, the client's own TLS (rustls,
+//!   verifying the server against the CA file) reads cluster info and writes and reads KV, while a plain
+//!   client is refused.
 //! Exit status 0 means the check held; the last line printed says what was seen.
 
 use std::collections::{HashMap, HashSet};
@@ -187,6 +190,35 @@ async fn acl_checks(rt: &Runtime, ns: &str, ak: &str, sk: &str) -> Result<(), Fa
     println!("after a signed delete: {gone:?}");
     if gone.is_some() {
         return Err("signed KV delete did not delete".into());
+    }
+    Ok(())
+}
+
+async fn tls_checks(rt: &Runtime, ns: &str, ca: &str) -> Result<(), Failure> {
+    let mut secure = DefaultMQAdminExt::with_timeout(rt.client.clone(), Duration::from_secs(5));
+    secure.set_namesrv_addr(ns);
+    secure.set_use_tls(true);
+    let config = secure.client_config_mut();
+    config.tls_config.enable = true;
+    config.tls_config.test_mode_enable = false;
+    config.tls_config.client.auth_server = true;
+    config.tls_config.client.trust_cert_path = Some(ca.to_string());
+    secure.start().await?;
+    let info = secure.examine_broker_cluster_info().await;
+    println!("cluster info over TLS: {info:?}");
+    info?;
+    secure.put_kv_config("tls".into(), "k".into(), "over-tls".into()).await;
+    let value = secure.get_kv_config("tls".into(), "k".into()).await?;
+    println!("KV written and read back over TLS: {value}");
+    if value.as_str() != "over-tls" {
+        return Err(format!("KV over TLS read back as {value:?}").into());
+    }
+
+    let plain = admin(rt, ns).await?;
+    let refused = plain.examine_broker_cluster_info().await;
+    println!("cluster info over plain TCP: {refused:?}");
+    if refused.is_ok() {
+        return Err("a plain connection was served in enforcing mode".into());
     }
     Ok(())
 }
@@ -382,6 +414,7 @@ async fn main() {
         "admin" => admin_checks(&rt, &arg(1), &arg(2), &arg(3)).await,
         "replicas" => replicas(&rt, &arg(1), &arg(2), secs(3), &arg(4)).await,
         "acl" => acl_checks(&rt, &arg(1), &arg(2), &arg(3)).await,
+        "tls" => tls_checks(&rt, &arg(1), &arg(2)).await,
         "route" => match admin(&rt, &arg(1)).await {
             Ok(a) => wait_route(&a, &arg(2), arg(3) == "present", secs(4)).await,
             Err(e) => Err(e),
