@@ -114,6 +114,19 @@ async fn unknown_codes_fail_closed() {
     assert_eq!(resp.code, 3, "signed, an unknown code gets Java's REQUEST_CODE_NOT_SUPPORTED");
 }
 
+/// Access control cannot be switched off remotely, not even by a signed config update.
+#[tokio::test]
+async fn a_config_update_cannot_turn_it_off() {
+    let server = start_with(acl_config(false)).await;
+    let mut c = Client::connect(server.addr).await;
+    for text in ["aclEnable=false", "aclCredentialsPath=/tmp/other", "aclProtectReads=true"] {
+        let resp = c.request(signed(update_config(text), BROKER_KEY, BROKER_SECRET)).await;
+        assert_eq!(resp.code, 16, "{text}: {:?}", resp.remark);
+    }
+    assert_denied(&c.request(request(100, &[("namespace", "n"), ("key", "k"), ("value", "v")])).await, "needs");
+    assert_eq!(c.request(route_request("T", 479)).await.code, 17, "reads still open");
+}
+
 #[tokio::test]
 async fn protected_reads() {
     let server = start_with(acl_config(true)).await;
