@@ -29,24 +29,19 @@ async fn populated_table() -> RouteHandle {
         (0..TOPICS).map(|i| TopicConfig::new(format!("topic-{i}"), 8, 8, 6)).collect();
     for b in 0..BROKERS {
         for id in 0..2 {
-            let r = BrokerRegistration {
-                cluster: "DefaultCluster".into(),
-                broker_addr: format!("10.0.0.{b}:{}", 10911 + id).into(),
-                broker_name: format!("broker-{b}").into(),
-                broker_id: id,
-                ha_server_addr: "".into(),
-                zone_name: None,
-                heartbeat_timeout: None,
-                enable_acting_master: Some(false),
-                body: RegisterBrokerBody {
-                    data_version: DataVersion { counter: 1, ..Default::default() },
-                    topic_configs: topic_configs.clone(),
-                    filter_server_list: Some(vec![]),
-                    topic_queue_mappings: Vec::new(),
-                },
-                conn_id: 1,
-                now: tokio::time::Instant::now(),
+            let body = RegisterBrokerBody {
+                data_version: DataVersion { counter: 1, ..Default::default() },
+                topic_configs: topic_configs.clone(),
+                filter_server_list: Some(vec![]),
+                topic_queue_mappings: Vec::new(),
             };
+            let r = BrokerRegistration::plain(
+                "DefaultCluster",
+                &format!("broker-{b}"),
+                id,
+                &format!("10.0.0.{b}:{}", 10911 + id),
+                body,
+            );
             handle.register(r).await.expect("writer running").expect("registered");
         }
     }

@@ -29,19 +29,8 @@ fn body(topics: usize, counter: i64, wide: Option<usize>) -> Vec<u8> {
 }
 
 fn registration(name: &str, body: &[u8]) -> BrokerRegistration {
-    BrokerRegistration {
-        cluster: "DefaultCluster".into(),
-        broker_addr: format!("{name}:10911").into(),
-        broker_name: name.into(),
-        broker_id: 0,
-        ha_server_addr: "".into(),
-        zone_name: None,
-        heartbeat_timeout: None,
-        enable_acting_master: Some(false),
-        body: RegisterBrokerBody::decode(body, false, 479).expect("valid body"),
-        conn_id: 1,
-        now: tokio::time::Instant::now(),
-    }
+    let body = RegisterBrokerBody::decode(body, false, 479).expect("valid body");
+    BrokerRegistration::plain("DefaultCluster", name, 0, &format!("{name}:10911"), body)
 }
 
 /// The route table after `name` registered `body`.

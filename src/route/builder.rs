@@ -35,6 +35,32 @@ pub struct BrokerRegistration {
     pub now: Instant,
 }
 
+impl BrokerRegistration {
+    /// A 5.x broker's registration with no HA address, zone, own heartbeat timeout or acting master, received
+    /// now on connection 1: what unit tests, benches and tools need.
+    pub fn plain(
+        cluster: &str,
+        broker_name: &str,
+        broker_id: i64,
+        broker_addr: &str,
+        body: RegisterBrokerBody,
+    ) -> Self {
+        BrokerRegistration {
+            cluster: cluster.into(),
+            broker_addr: broker_addr.into(),
+            broker_name: broker_name.into(),
+            broker_id,
+            ha_server_addr: "".into(),
+            zone_name: None,
+            heartbeat_timeout: None,
+            enable_acting_master: Some(false),
+            body,
+            conn_id: 1,
+            now: Instant::now(),
+        }
+    }
+}
+
 /// What the reply to a registration carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegisterResult {
@@ -556,24 +582,13 @@ impl<'a> RouteBuilder<'a> {
 #[cfg(test)]
 pub(crate) fn test_registration(name: &str, id: i64, addr: &str, counter: i64, topics: &[&str]) -> BrokerRegistration {
     use crate::protocol::{DataVersion, TopicConfig};
-    BrokerRegistration {
-        cluster: "c".into(),
-        broker_addr: addr.into(),
-        broker_name: name.into(),
-        broker_id: id,
-        ha_server_addr: "".into(),
-        zone_name: None,
-        heartbeat_timeout: None,
-        enable_acting_master: Some(false),
-        body: RegisterBrokerBody {
-            data_version: DataVersion { counter, ..Default::default() },
-            topic_configs: topics.iter().map(|t| TopicConfig::new(*t, 4, 4, 6)).collect(),
-            filter_server_list: Some(vec![]),
-            topic_queue_mappings: Vec::new(),
-        },
-        conn_id: 1,
-        now: Instant::now(),
-    }
+    let body = RegisterBrokerBody {
+        data_version: DataVersion { counter, ..Default::default() },
+        topic_configs: topics.iter().map(|t| TopicConfig::new(*t, 4, 4, 6)).collect(),
+        filter_server_list: Some(vec![]),
+        topic_queue_mappings: Vec::new(),
+    };
+    BrokerRegistration::plain("c", name, id, addr, body)
 }
 
 #[cfg(test)]
