@@ -96,7 +96,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let config = processor.config.load();
         let broker_frame_max = frame_cap(config.frame_max_length);
         let decoder = FrameDecoder::new(frame_cap(config.unregistered_frame_max_length).min(broker_frame_max));
-        let idle_timeout = Duration::from_secs(config.server_channel_max_idle_time_seconds.max(1));
+        let idle_timeout = config.channel_idle_timeout();
         Connection { stream, id, processor, decoder, broker_frame_max, registered_broker: false, idle_timeout }
     }
 

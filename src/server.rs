@@ -163,7 +163,7 @@ async fn serve_connection(stream: TcpStream, tls: Option<&TlsServer>, id: u64, p
     let Some(tls) = tls else {
         return Connection::new(stream, id, processor).run().await;
     };
-    let idle = Duration::from_secs(processor.config.load().server_channel_max_idle_time_seconds.max(1));
+    let idle = processor.config.load().channel_idle_timeout();
     match tls.accept(stream, idle).await {
         Accepted::Plain(stream) => Connection::new(stream, id, processor).run().await,
         Accepted::Tls(stream) => Connection::new(*stream, id, processor).run().await,

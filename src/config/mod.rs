@@ -255,6 +255,11 @@ impl NamesrvConfig {
         kv.parent().unwrap_or(Path::new(".")).join("routeSnapshot.json")
     }
 
+    /// `serverChannelMaxIdleTimeSeconds` as a duration, at least a second.
+    pub fn channel_idle_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.server_channel_max_idle_time_seconds.max(1))
+    }
+
     pub fn reply_serialize_type(&self) -> crate::remoting::SerializeType {
         match self.serialize_type.as_str() {
             "ROCKETMQ" => crate::remoting::SerializeType::RocketMq,
