@@ -14,8 +14,7 @@ const BROKER_SECRET: &str = "broker-secret-12345";
 
 fn acl_config(protect_reads: bool) -> NamesrvConfig {
     let config = test_config();
-    let dir = std::path::Path::new(&config.kv_config_path).parent().expect("kv dir").to_path_buf();
-    let creds = dir.join("acl.properties");
+    let creds = config_dir(&config).join("acl.properties");
     std::fs::write(&creds, format!("# accessKey=secretKey\n{BROKER_KEY}={BROKER_SECRET}\nadmin-ak=admin-secret\n"))
         .expect("write credentials");
     NamesrvConfig {

@@ -6,16 +6,15 @@ mod common;
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use common::*;
 use rocketns::NamesrvConfig;
-use rocketns::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
+use rocketns::remoting::SerializeType;
 use rustls_pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
-use tokio_util::codec::Decoder;
 
 struct Tls {
     config: NamesrvConfig,
@@ -25,7 +24,7 @@ struct Tls {
 fn tls_config(mode: &str) -> Tls {
     let key = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
     let config = test_config();
-    let dir = std::path::Path::new(&config.kv_config_path).parent().expect("dir").to_path_buf();
+    let dir = config_dir(&config);
     let (cert_path, key_path) = (dir.join("server.crt"), dir.join("server.key"));
     std::fs::write(&cert_path, key.cert.pem()).expect("write cert");
     std::fs::write(&key_path, key.signing_key.serialize_pem()).expect("write key");
@@ -38,10 +37,7 @@ fn tls_config(mode: &str) -> Tls {
     Tls { config, cert: key.cert.der().clone() }
 }
 
-async fn tls_connect(
-    server: &TestServer,
-    cert: &CertificateDer<'static>,
-) -> tokio_rustls::client::TlsStream<TcpStream> {
+async fn tls_connect(server: &TestServer, cert: &CertificateDer<'static>) -> Client<TlsStream<TcpStream>> {
     let mut roots = RootCertStore::empty();
     roots.add(cert.clone()).expect("trust the test certificate");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -51,28 +47,11 @@ async fn tls_connect(
         .with_root_certificates(roots)
         .with_no_client_auth();
     let tcp = TcpStream::connect(server.addr).await.expect("connect");
-    TlsConnector::from(Arc::new(config))
+    let tls = TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").expect("name"), tcp)
         .await
-        .expect("TLS handshake")
-}
-
-/// One request and its reply over any stream; `None` when the server closed the connection.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, mut cmd: RemotingCommand) -> Option<RemotingCommand> {
-    cmd.opaque = 7;
-    let mut out = BytesMut::new();
-    cmd.encode(SerializeType::Json, &mut out);
-    s.write_all(&out).await.ok()?;
-    let mut buf = BytesMut::new();
-    let mut decoder = FrameDecoder::new(16 << 20);
-    loop {
-        if let Some(frame) = decoder.decode(&mut buf).expect("well-formed reply") {
-            return Some(decode_command(frame).expect("reply header"));
-        }
-        if s.read_buf(&mut buf).await.ok()? == 0 {
-            return None;
-        }
-    }
+        .expect("TLS handshake");
+    Client::over(tls)
 }
 
 fn broker() -> Broker<'static> {
@@ -84,13 +63,13 @@ async fn permissive_serves_tls_and_plain_on_one_port() {
     let tls = tls_config("permissive");
     let server = start_with(tls.config.clone()).await;
     let mut secure = tls_connect(&server, &tls.cert).await;
-    let resp = exchange(&mut secure, register_request(&broker(), dv(1), &[("T", 8, 6), ("U", 8, 6)])).await;
-    assert_eq!(resp.expect("reply over TLS").code, 0);
+    let resp = secure.request(register_request(&broker(), dv(1), &[("T", 8, 6), ("U", 8, 6)])).await;
+    assert_eq!(resp.code, 0, "registered over TLS");
 
     let mut plain = Client::connect(server.addr).await;
     let r = route(&mut plain, "T").await.expect("a plain client sees the route registered over TLS");
     assert_eq!(broker_addrs(&r, "broker-tls"), vec![(0, "127.0.0.1:10911".to_string())]);
-    let resp = exchange(&mut secure, route_request("T", 479)).await.expect("route over TLS");
+    let resp = secure.request(route_request("T", 479)).await;
     assert_eq!(resp.code, 0);
 
     // The broker's TLS connection closing removes it, as for a plain one.
@@ -107,7 +86,7 @@ async fn enforcing_closes_plain_connections() {
     assert!(plain.read_frame_bytes().await.is_none(), "plain connection must be closed");
 
     let mut secure = tls_connect(&server, &tls.cert).await;
-    let resp = exchange(&mut secure, route_request("T", 479)).await.expect("reply over TLS");
+    let resp = secure.request(route_request("T", 479)).await;
     assert_eq!(resp.code, 17);
 }
 
@@ -116,7 +95,7 @@ async fn a_broken_handshake_closes_only_its_connection() {
     let tls = tls_config("permissive");
     let server = start_with(tls.config.clone()).await;
     let mut secure = tls_connect(&server, &tls.cert).await;
-    assert_eq!(exchange(&mut secure, route_request("T", 479)).await.expect("reply").code, 17);
+    assert_eq!(secure.request(route_request("T", 479)).await.code, 17);
 
     // A handshake record header followed by garbage.
     let mut bad = TcpStream::connect(server.addr).await.expect("connect");
@@ -126,7 +105,7 @@ async fn a_broken_handshake_closes_only_its_connection() {
     // Only a TLS alert may come back, never a remoting frame; and the connection is closed.
     assert!(sink.is_empty() || sink[0] == 0x15, "unexpected bytes {sink:?}");
 
-    assert_eq!(exchange(&mut secure, route_request("T", 479)).await.expect("still served").code, 17);
+    assert_eq!(secure.request(route_request("T", 479)).await.code, 17, "still served");
     let mut plain = Client::connect(server.addr).await;
     assert!(route(&mut plain, "T").await.is_none());
 }

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, FrameDecoder, RemotingCommand, SerializeType, decode_command};
 use rocketns::{NameServer, NamesrvConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_util::codec::Decoder;
@@ -58,6 +58,11 @@ pub fn test_config() -> NamesrvConfig {
     }
 }
 
+/// The temporary folder of a `test_config` (for the files a test adds beside the KV file).
+pub fn config_dir(config: &NamesrvConfig) -> std::path::PathBuf {
+    std::path::Path::new(&config.kv_config_path).parent().expect("kv file in a folder").to_path_buf()
+}
+
 pub async fn start() -> TestServer {
     start_with(test_config()).await
 }
@@ -77,16 +82,21 @@ pub async fn start_with_file(config: NamesrvConfig, config_file: Option<std::pat
     TestServer { addr, stop: Some(stop), task: Some(task) }
 }
 
-/// A raw remoting client.
-pub struct Client {
-    pub stream: TcpStream,
+/// A raw remoting client, over plain TCP unless made `over` another stream (TLS).
+pub struct Client<S = TcpStream> {
+    pub stream: S,
     buf: BytesMut,
     next_opaque: i32,
 }
 
 impl Client {
     pub async fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).await.expect("connect");
+        Client::over(TcpStream::connect(addr).await.expect("connect"))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
+    pub fn over(stream: S) -> Client<S> {
         Client { stream, buf: BytesMut::new(), next_opaque: 1 }
     }
 
