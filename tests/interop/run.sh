@@ -65,11 +65,12 @@ inner() {
         fi
         local log="$work/client-$((pass + fail)).log"
         # The client's own tracing goes to its log file; its findings (plain lines) are shown.
-        if HOME="$work" timeout 240 "$client" "$@" > "$log" 2>&1; then
-            grep -aE '^(route of|cluster info|topic list|KV|after|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
+        local held=0
+        HOME="$work" timeout 240 "$client" "$@" > "$log" 2>&1 && held=1
+        grep -aE '^(route of|cluster info|topic list|KV|after|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
+        if [ "$held" = 1 ]; then
             pass=$((pass + 1))
         else
-            grep -aE '^(route of|cluster info|topic list|KV|after|NameServer config|write permission|created|sent|consumed|PASS|FAIL)' "$log" | cut -c1-400 || true
             echo "--- client log (tail)"; tail -n 30 "$log" | cut -c1-400
             fail=$((fail + 1))
             echo "interop check failed: $what"
@@ -78,31 +79,28 @@ inner() {
         fi
     }
 
-    for port in 9876 9877 9878; do
-        cat > "$work/namesrv-$port.properties" <<PROPS
-bindAddress=127.0.0.1
-listenPort=$port
-kvConfigPath=$work/namesrv-$port/kvConfig.json
-PROPS
+    # rocketns on PORT, with any further properties lines given, once it accepts connections.
+    start_rocketns() {
+        local port=$1; shift
+        {
+            printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/namesrv-%s/kvConfig.json\n' "$port" "$work" "$port"
+            printf '%s\n' "$@"
+        } > "$work/namesrv-$port.properties"
         RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv-$port.properties" > "$work/rocketns-$port.log" 2>&1 &
         ns_pids+=($!)
         for _ in $(seq 100); do
             (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
             sleep 0.1
         done
+    }
+
+    for port in 9876 9877 9878; do
+        start_rocketns "$port"
     done
 
     # A fourth rocketns, alone, with access control on: the client's own ACL signer against it.
     printf 'interop-ak=interop-secret\n' > "$work/acl.properties"
-    cat > "$work/namesrv-acl.properties" <<PROPS
-bindAddress=127.0.0.1
-listenPort=9879
-kvConfigPath=$work/namesrv-acl/kvConfig.json
-aclEnable=true
-aclCredentialsPath=$work/acl.properties
-PROPS
-    RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv-acl.properties" > "$work/rocketns-9879.log" 2>&1 &
-    ns_pids+=($!)
+    start_rocketns 9879 aclEnable=true "aclCredentialsPath=$work/acl.properties"
 
     # A fifth, TLS only, with a CA and a server certificate made for this run: the client's own TLS
     # (verifying the server against the CA) against it.
@@ -112,16 +110,7 @@ PROPS
     printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n' > "$work/tls.ext"
     openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial -days 1 \
         -extfile "$work/tls.ext" -out "$work/tls.crt" 2>/dev/null
-    cat > "$work/namesrv-tls.properties" <<PROPS
-bindAddress=127.0.0.1
-listenPort=9880
-kvConfigPath=$work/namesrv-tls/kvConfig.json
-tls.server.mode=enforcing
-tls.server.certPath=$work/tls.crt
-tls.server.keyPath=$work/tls.key
-PROPS
-    RUST_LOG="${ROCKETNS_LOG:-info}" "$ROOT/target/debug/rocketns" -c "$work/namesrv-tls.properties" > "$work/rocketns-9880.log" 2>&1 &
-    ns_pids+=($!)
+    start_rocketns 9880 tls.server.mode=enforcing "tls.server.certPath=$work/tls.crt" "tls.server.keyPath=$work/tls.key"
 
     mkdir -p "$work/store"
     cat > "$work/broker.toml" <<TOML

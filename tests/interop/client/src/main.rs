@@ -71,11 +71,15 @@ fn client_config(ns: &str) -> ClientConfig {
     ClientConfig { namesrv_addr: Some(ns.to_string().into()), vip_channel_enabled: false, ..Default::default() }
 }
 
-async fn admin(rt: &Runtime, ns: &str) -> Result<DefaultMQAdminExt, Failure> {
-    let mut admin = DefaultMQAdminExt::with_timeout(rt.client.clone(), Duration::from_secs(5));
+/// Points an admin client at NS and starts it.
+async fn started(mut admin: DefaultMQAdminExt, ns: &str) -> Result<DefaultMQAdminExt, Failure> {
     admin.set_namesrv_addr(ns);
     admin.start().await?;
     Ok(admin)
+}
+
+async fn admin(rt: &Runtime, ns: &str) -> Result<DefaultMQAdminExt, Failure> {
+    started(DefaultMQAdminExt::with_timeout(rt.client.clone(), Duration::from_secs(5)), ns).await
 }
 
 /// Polls the topic's route until `want_present` holds or `secs` pass.
@@ -145,10 +149,7 @@ impl MessageListenerConcurrently for Collect {
 /// An admin client whose requests are signed with these credentials.
 async fn signed_admin(rt: &Runtime, ns: &str, ak: &str, sk: &str) -> Result<DefaultMQAdminExt, Failure> {
     let hook = Arc::new(AclClientRPCHook::new(SessionCredentials::with_keys(ak.to_string(), sk.to_string())));
-    let mut admin = DefaultMQAdminExt::with_rpc_hook_and_timeout(rt.client.clone(), hook, Duration::from_secs(5));
-    admin.set_namesrv_addr(ns);
-    admin.start().await?;
-    Ok(admin)
+    started(DefaultMQAdminExt::with_rpc_hook_and_timeout(rt.client.clone(), hook, Duration::from_secs(5)), ns).await
 }
 
 /// A KV value as this client reads it: it answers a missing key with an empty value.
@@ -196,14 +197,13 @@ async fn acl_checks(rt: &Runtime, ns: &str, ak: &str, sk: &str) -> Result<(), Fa
 
 async fn tls_checks(rt: &Runtime, ns: &str, ca: &str) -> Result<(), Failure> {
     let mut secure = DefaultMQAdminExt::with_timeout(rt.client.clone(), Duration::from_secs(5));
-    secure.set_namesrv_addr(ns);
     secure.set_use_tls(true);
     let config = secure.client_config_mut();
     config.tls_config.enable = true;
     config.tls_config.test_mode_enable = false;
     config.tls_config.client.auth_server = true;
     config.tls_config.client.trust_cert_path = Some(ca.to_string());
-    secure.start().await?;
+    let secure = started(secure, ns).await?;
     let info = secure.examine_broker_cluster_info().await;
     println!("cluster info over TLS: {info:?}");
     info?;
