@@ -63,12 +63,15 @@ fn lookup(c: &mut Criterion) {
         })
     });
 
-    let request = RemotingCommand::request(105, ExtFields::from_iter([("topic", "topic-517")]));
+    // Moved in and out of its cell, since `process` takes the request mutably.
+    let request = RefCell::new(Some(RemotingCommand::request(105, ExtFields::from_iter([("topic", "topic-517")]))));
     // Reused like a connection's write buffer.
     let out = RefCell::new(BytesMut::with_capacity(64 * 1024));
     c.bench_function("get_routeinfo_request", |b| {
         b.to_async(&rt).iter(|| async {
-            let resp = processor.process(&request, 1).await;
+            let mut req = request.take().expect("the request is back in its cell");
+            let resp = processor.process(&mut req, 1).await;
+            request.replace(Some(req));
             let mut out = out.borrow_mut();
             out.clear();
             resp.encode_head(SerializeType::Json, &mut out);

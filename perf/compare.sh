@@ -7,6 +7,9 @@
 #   perf/compare.sh                 # every scenario, 10 s each
 #   DURATION=3 perf/compare.sh      # shorter
 #   SCENARIOS="anchor churn" perf/compare.sh
+#   SERVERS="echo rocketns" perf/compare.sh   # leave out the rocketmq-rust NameServer (and its install)
+#
+# Brokers register as a default Java broker does: the whole topic table in one REGISTER_BROKER.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,6 +17,7 @@ CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 OUT=${OUT:-$ROOT/perf/results}
 DURATION=${DURATION:-10}
 SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k"}
+SERVERS=${SERVERS:-"echo rocketns rocketmq-rust"}
 # The load generator gets one core and the server the other (2-core machines); override on bigger ones.
 GEN_CPUS=${GEN_CPUS:-0}
 SERVER_CPUS=${SERVER_CPUS:-1}
@@ -49,7 +53,7 @@ inner() {
     local port=20000
     for scenario in $SCENARIOS; do
         read -r brokers topics conns inflight churn <<< "${spec[$scenario]}"
-        for server in echo rocketns rocketmq-rust; do
+        for server in $SERVERS; do
             port=$((port + 1))
             local pid; pid=$(start_server "$server" "$port" "$brokers")
             wait_port "$port" || { echo "$server did not start" >&2; continue; }
@@ -79,7 +83,7 @@ if [ "$(id -u)" != 0 ]; then
     echo "compare: needs root for a private network namespace (unshare --net)" >&2
     exit 1
 fi
-if ! cargo install --list | grep -q '^rocketmq-namesrv v1\.0\.0:'; then
+if [[ " $SERVERS " == *" rocketmq-rust "* ]] && ! cargo install --list | grep -q '^rocketmq-namesrv v1\.0\.0:'; then
     echo "compare: installing rocketmq-namesrv 1.0.0 from crates.io (several minutes on 2 cores)"
     CARGO_TARGET_DIR="$CACHE/target" cargo install rocketmq-namesrv@1.0.0 --locked
 fi

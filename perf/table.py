@@ -18,8 +18,10 @@ def ratio(a, b):
 print(f"Machine: {cores} cores ({cpu}); load generator and server pinned to separate cores.\n")
 print("| scenario | server | requests/s | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
+# Servers left out of the run (compare.sh's SERVERS) get no rows.
+servers = [x for x in ("echo", "rocketns", "rocketmq-rust") if any(r["server"] == x for r in rows)]
 for s in scenarios:
-    for server in ("echo", "rocketns", "rocketmq-rust"):
+    for server in servers:
         r = by.get((s, server))
         if not r or "rps" not in r:
             print(f"| {s} | {server} | failed | | | | | |")

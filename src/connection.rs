@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
+use crate::frame_budget::{FrameBudget, LARGE_FRAME, LargeFrameError, Reservation};
 use crate::metrics::RequestTally;
 use crate::processor::Processor;
 use crate::protocol::codes::{request, response};
-use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
+use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, announced_frame_len, decode_command};
 use crate::route::ConnId;
 
 const READ_BUFFER: usize = 8 * 1024;
@@ -79,10 +81,18 @@ pub struct Connection<S> {
     id: ConnId,
     processor: Processor,
     decoder: FrameDecoder,
-    /// The frame cap once a broker has registered over this connection.
-    broker_frame_max: usize,
+    budget: FrameBudget,
+    large_frame_timeout: Duration,
     registered_broker: bool,
     idle_timeout: Duration,
+}
+
+/// Room in the large-frame budget held for the frame at the front of the read buffer, and when that frame
+/// must be complete.
+struct LargeFrame {
+    _room: Reservation,
+    len: usize,
+    deadline: Instant,
 }
 
 fn frame_cap(limit: u64) -> usize {
@@ -90,19 +100,29 @@ fn frame_cap(limit: u64) -> usize {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
-    /// Until a broker registers over it, a connection gets the smaller `unregisteredFrameMaxLength` cap:
-    /// clients send small requests, and only brokers need room for a whole topic table.
-    pub fn new(stream: S, id: ConnId, processor: Processor) -> Self {
+    /// Every connection may send frames up to `frameMaxLength`, as with Java; frames over 64 KiB are
+    /// buffered within the server-wide `budget`.
+    pub fn new(stream: S, id: ConnId, processor: Processor, budget: FrameBudget) -> Self {
         let config = processor.config.load();
-        let broker_frame_max = frame_cap(config.frame_max_length);
-        let decoder = FrameDecoder::new(frame_cap(config.unregistered_frame_max_length).min(broker_frame_max));
+        let decoder = FrameDecoder::new(frame_cap(config.frame_max_length));
         let idle_timeout = config.channel_idle_timeout();
-        Connection { stream, id, processor, decoder, broker_frame_max, registered_broker: false, idle_timeout }
+        let large_frame_timeout = config.large_frame_timeout();
+        Connection {
+            stream,
+            id,
+            processor,
+            decoder,
+            budget,
+            large_frame_timeout,
+            registered_broker: false,
+            idle_timeout,
+        }
     }
 
-    /// Serves the connection until the peer closes it, it stays idle too long, or it sends a frame that
-    /// cannot be decoded (which closes only this connection, as in Java). Returns whether a broker
-    /// registered over it (only then can its close remove brokers).
+    /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
+    /// be decoded (which closes only this connection, as in Java), or a large frame of its finds no room in
+    /// the budget or arrives too slowly. Returns whether a broker registered over it (only then can its
+    /// close remove brokers).
     pub async fn run(mut self) -> bool {
         self.serve().await;
         self.registered_broker
@@ -112,6 +132,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let mut read_buf = BytesMut::with_capacity(READ_BUFFER);
         let mut out = OutQueue::new(self.processor.config.load().reply_serialize_type());
         let mut tally = RequestTally::default();
+        let mut large: Option<LargeFrame> = None;
         loop {
             loop {
                 let frame = match self.decoder.decode(&mut read_buf) {
@@ -122,7 +143,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         return;
                     }
                 };
-                let cmd = match decode_command(frame) {
+                // The budget's room is held until the large frame's request has been processed: it bounds
+                // the large requests being received, parsed and applied at once.
+                let room = large.take();
+                if 8 + frame.header.len() + frame.body.len() > LARGE_FRAME {
+                    // The frame shares the buffer's allocation: leave it to the frame alone (the handler
+                    // frees a registration's body once parsed), and keep the rest in a small buffer.
+                    let mut rest = BytesMut::with_capacity(READ_BUFFER.max(read_buf.len()));
+                    rest.extend_from_slice(&read_buf);
+                    read_buf = rest;
+                }
+                let mut cmd = match decode_command(frame) {
                     Ok(cmd) => cmd,
                     Err(e) => {
                         tracing::warn!(conn = self.id, error = %e, "undecodable header, closing connection");
@@ -136,14 +167,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
                 let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
                 let started = sampled.then(std::time::Instant::now);
-                let resp = self.processor.process(&cmd, self.id).await;
+                let resp = self.processor.process(&mut cmd, self.id).await;
+                drop(room);
                 if let Some(started) = started {
                     self.processor.metrics.record_lookup_latency(started.elapsed());
                 }
                 tally.record(cmd.code, resp.code == response::SUCCESS);
                 if !self.registered_broker && cmd.code == request::REGISTER_BROKER && resp.code == response::SUCCESS {
                     self.registered_broker = true;
-                    self.decoder = FrameDecoder::new(self.broker_frame_max);
                 }
                 tracing::trace!(conn = self.id, code = resp.code, remark = ?resp.remark, "reply");
                 if !cmd.is_oneway() {
@@ -151,7 +182,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 }
             }
             tally.flush(&self.processor.metrics);
-            // A large frame (a broker's registration) grew the buffer; do not keep megabytes per connection.
+            // Many pipelined requests grew the buffer; do not keep it per connection.
             if read_buf.is_empty() && read_buf.capacity() > MAX_IDLE_READ_BUFFER {
                 read_buf = BytesMut::with_capacity(READ_BUFFER);
             }
@@ -159,9 +190,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 tracing::debug!(conn = self.id, error = %e, "write failed, closing connection");
                 return;
             }
-            match tokio::time::timeout(self.idle_timeout, self.stream.read_buf(&mut read_buf)).await {
+            if let Err(e) = self.make_room(&mut read_buf, &mut large).await {
+                self.refuse_large_frame(&e);
+                return;
+            }
+            let read_timeout = match &large {
+                Some(frame) => self.idle_timeout.min(frame.deadline.saturating_duration_since(Instant::now())),
+                None => self.idle_timeout,
+            };
+            match tokio::time::timeout(read_timeout, self.stream.read_buf(&mut read_buf)).await {
                 Err(_) => {
-                    tracing::info!(conn = self.id, "connection idle, closing it");
+                    if let Some(frame) = &large
+                        && Instant::now() >= frame.deadline
+                    {
+                        let timeout_ms = self.large_frame_timeout.as_millis() as u64;
+                        self.refuse_large_frame(&LargeFrameError::TooSlow { len: frame.len, timeout_ms });
+                    } else {
+                        tracing::info!(conn = self.id, "connection idle, closing it");
+                    }
                     return;
                 }
                 Ok(Ok(0)) => {
@@ -174,5 +220,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Ok(Err(_)) => return,
             }
         }
+    }
+
+    /// Reserves buffer space for the incomplete frame at the front of `read_buf`, once its length is known:
+    /// a large frame first waits, without being read, for room in the budget, unless a broker has
+    /// registered over this connection (a known broker's re-registration must not be refused because
+    /// others flood the budget: closing its connection would remove it).
+    async fn make_room(&self, read_buf: &mut BytesMut, large: &mut Option<LargeFrame>) -> Result<(), LargeFrameError> {
+        let Some(len) = announced_frame_len(read_buf) else { return Ok(()) };
+        if len > LARGE_FRAME && large.is_none() && !self.registered_broker {
+            let deadline = Instant::now() + self.large_frame_timeout;
+            let Ok(room) = tokio::time::timeout_at(deadline, self.budget.reserve(len)).await else {
+                return Err(LargeFrameError::NoRoom { len, timeout_ms: self.large_frame_timeout.as_millis() as u64 });
+            };
+            *large = Some(LargeFrame { _room: room, len, deadline });
+        }
+        read_buf.reserve(len.saturating_sub(read_buf.len()));
+        Ok(())
+    }
+
+    fn refuse_large_frame(&self, error: &LargeFrameError) {
+        tracing::warn!(conn = self.id, error = %error, "large frame refused, closing connection");
+        self.budget.count_refusal(error);
     }
 }

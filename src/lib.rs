@@ -5,7 +5,7 @@
 //! - [`protocol`]: RocketMQ data types and their exact JSON;
 //! - [`route`]: immutable route snapshots, the single writer, broker liveness;
 //! - [`processor`]: request dispatch, one handler per code; [`error`] maps failures to response codes;
-//! - [`connection`], [`server`], [`housekeeping`]: I/O and timers; [`http`] and [`metrics`]: the operator's port;
+//! - [`connection`], [`server`], [`housekeeping`]: I/O and timers; [`frame_budget`]: memory for large frames; [`http`] and [`metrics`]: the operator's port;
 //! - [`kvconfig`]: the KV config store; [`fsutil`]: crash-safe file writes;
 //! - [`config`]: the Java configuration keys, and which of them may change at runtime.
 
@@ -13,6 +13,7 @@ pub mod acl;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod frame_budget;
 pub mod fsutil;
 pub mod housekeeping;
 pub mod http;

@@ -53,6 +53,12 @@ pub struct Metrics {
     latency_sum_ns: AtomicU64,
     pub connections: AtomicI64,
     pub connections_total: AtomicU64,
+    /// Bytes of the large-frame budget held by frames still arriving.
+    pub large_frame_bytes: AtomicI64,
+    /// Connections closed because their large frame found no room in the budget in time.
+    pub large_frames_no_room: AtomicU64,
+    /// Connections closed because their large frame did not arrive in time.
+    pub large_frames_too_slow: AtomicU64,
 }
 
 /// A connection's own tally, added to the shared counters once per batch of requests.
@@ -125,13 +131,30 @@ impl Metrics {
             self.latency_sum_ns.load(Ordering::Relaxed) as f64 / 1e9
         );
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_count {count}");
+        out.push_str("# HELP rocketns_large_frames_refused_total Connections closed because a frame over 64 KiB found no room in the large-frame budget (no_room) or was not complete (too_slow) within largeFrameTimeoutMillis.\n");
+        out.push_str("# TYPE rocketns_large_frames_refused_total counter\n");
+        for (reason, n) in [("no_room", &self.large_frames_no_room), ("too_slow", &self.large_frames_too_slow)] {
+            let _ = writeln!(
+                out,
+                "rocketns_large_frames_refused_total{{reason=\"{reason}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         let connections_total = self.connections_total.load(Ordering::Relaxed);
         let connections = self.connections.load(Ordering::Relaxed);
         let all_counters = [("rocketns_connections_total", "Connections accepted.", connections_total)];
         for (name, help, value) in all_counters.iter().chain(counters) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }
-        let all_gauges = [("rocketns_connections", "Connections open.", connections)];
+        let large_frame_bytes = self.large_frame_bytes.load(Ordering::Relaxed);
+        let all_gauges = [
+            ("rocketns_connections", "Connections open.", connections),
+            (
+                "rocketns_large_frame_bytes",
+                "Bytes of the large-frame budget held by frames still arriving.",
+                large_frame_bytes,
+            ),
+        ];
         for (name, help, value) in all_gauges.iter().chain(gauges) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
         }

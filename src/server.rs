@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::acl::AccessControl;
 use crate::config::NamesrvConfig;
 use crate::connection::Connection;
+use crate::frame_budget::FrameBudget;
 use crate::housekeeping;
 use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
 use crate::processor::{Processor, route_config};
@@ -88,6 +89,8 @@ impl NameServer {
             tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), processor.config.clone()));
         let saver =
             tokio::spawn(housekeeping::save_routes_periodically(processor.routes.clone(), processor.config.clone()));
+        let budget_bytes = usize::try_from(processor.config.load().large_frame_buffer_bytes).unwrap_or(usize::MAX);
+        let budget = FrameBudget::new(budget_bytes, processor.metrics.clone());
         let mut connections = tokio::task::JoinSet::new();
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
@@ -115,6 +118,7 @@ impl NameServer {
             tracing::debug!(conn = id, %peer, "connection accepted");
             let processor = processor.clone();
             let tls = tls.clone();
+            let budget = budget.clone();
             // Counted before the task starts, so that the limit holds for a burst of accepts.
             processor.metrics.connections.fetch_add(1, Ordering::Relaxed);
             processor.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
@@ -122,7 +126,7 @@ impl NameServer {
                 let routes = processor.routes.clone();
                 let stopping = processor.shutting_down.clone();
                 let metrics = processor.metrics.clone();
-                let registered_broker = serve_connection(stream, tls.as_deref(), id, processor).await;
+                let registered_broker = serve_connection(stream, tls.as_deref(), id, processor, budget).await;
                 metrics.connections.fetch_sub(1, Ordering::Relaxed);
                 // Connections that end during shutdown leave their brokers registered: they are saved for
                 // warm restart and will come back.
@@ -159,14 +163,20 @@ impl NameServer {
 
 /// Serves one accepted connection, in TLS if it starts a handshake and TLS is on; returns whether a broker
 /// registered over it.
-async fn serve_connection(stream: TcpStream, tls: Option<&TlsServer>, id: u64, processor: Processor) -> bool {
+async fn serve_connection(
+    stream: TcpStream,
+    tls: Option<&TlsServer>,
+    id: u64,
+    processor: Processor,
+    budget: FrameBudget,
+) -> bool {
     let Some(tls) = tls else {
-        return Connection::new(stream, id, processor).run().await;
+        return Connection::new(stream, id, processor, budget).run().await;
     };
     let idle = processor.config.load().channel_idle_timeout();
     match tls.accept(stream, idle).await {
-        Accepted::Plain(stream) => Connection::new(stream, id, processor).run().await,
-        Accepted::Tls(stream) => Connection::new(*stream, id, processor).run().await,
+        Accepted::Plain(stream) => Connection::new(stream, id, processor, budget).run().await,
+        Accepted::Tls(stream) => Connection::new(*stream, id, processor, budget).run().await,
         Accepted::Refused => false,
     }
 }

@@ -1,11 +1,10 @@
-//! Resource limits and faults: a connection cap, a smaller frame cap until a broker registers, a client that
-//! never reads, a broker whose connection is reset, and writes during heavy lookup load.
+//! Resource limits and faults: a connection cap, a client that never reads, a broker whose connection is
+//! reset, and writes during heavy lookup load. Large frames and their budget: tests/large_frames.rs.
 
 mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use common::*;
 use rocketns::remoting::SerializeType;
 use tokio::io::AsyncWriteExt;
@@ -32,28 +31,6 @@ async fn connections_beyond_the_limit_are_closed() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut again = Client::connect(server.addr).await;
     assert_eq!(again.request(request(106, &[])).await.code, 0, "room again after one closed");
-}
-
-fn big_frame() -> rocketns::remoting::RemotingCommand {
-    let mut r = request(12345, &[]);
-    r.body = Bytes::from(vec![b'x'; 5 << 20]);
-    r
-}
-
-/// Until a broker registers over it, a connection may not send frames over `unregisteredFrameMaxLength`.
-#[tokio::test]
-async fn smaller_frame_cap_until_a_broker_registers() {
-    let server = start().await;
-    let mut client = Client::connect(server.addr).await;
-    let mut frame = bytes::BytesMut::new();
-    big_frame().encode(SerializeType::Json, &mut frame);
-    // The server closes as soon as it reads the length, so the rest of the write may be reset.
-    let _ = client.stream.write_all(&frame).await;
-    assert!(client.is_closed().await, "5 MB from a connection without a broker");
-    let mut broker = Client::connect(server.addr).await;
-    register(&mut broker, &Broker::new("c", "broker-a", 0, "10.0.0.1:10911"), dv(1), TOPICS).await;
-    let resp = broker.request(big_frame()).await;
-    assert_eq!(resp.code, 3, "a broker's connection has the full cap");
 }
 
 /// A client that sends without ever reading stops being read from (its unsent replies stay bounded by what

@@ -1,6 +1,6 @@
 //! A few seconds of the load generator in every mode, so that the performance tooling cannot rot: lookups
-//! with Zipf topics, misses and registration churn against the real `rocketns` binary, the echo limit, and
-//! the start-up probe. The real measurements are perf/compare.sh's (perf/README.md).
+//! with Zipf topics, misses, split and compressed registrations and registration churn against the real
+//! `rocketns` binary, the echo limit, and the start-up probe. The real measurements are perf/compare.sh's (perf/README.md).
 
 mod common;
 
@@ -31,6 +31,9 @@ fn load_generator_against_rocketns_and_echo() {
     let config = common::properties_file(dir.path(), 0, "");
     let (mut server, addr) = common::spawn_binary(&config);
     run(&addr, &["--zipf", "--miss-ratio", "0.1"]);
+    // A broker's other registration shapes: split into parts (`enableSplitRegistration`), and zlib bodies
+    // (`compressedRegister`).
+    run(&addr, &["--split", "20", "--compressed"]);
     let churn = run(&addr, &["--churn", "bump", "--churn-interval-ms", "20", "--slaves"]);
     assert!(churn["registrations"].as_u64().unwrap() > 0, "{churn}");
     server.kill().unwrap();

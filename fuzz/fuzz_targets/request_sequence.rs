@@ -63,8 +63,8 @@ fuzz_target!(|data: &[u8]| {
             let mut buf = BytesMut::from(tail);
             let Ok(Some(frame)) = FrameDecoder::new(1 << 20).decode(&mut buf) else { break };
             rest = &tail[tail.len() - buf.len()..];
-            if let Ok(cmd) = decode_command(frame) {
-                let _ = processor.process(&cmd, u64::from(conn % 4)).await;
+            if let Ok(mut cmd) = decode_command(frame) {
+                let _ = processor.process(&mut cmd, u64::from(conn % 4)).await;
             }
         }
         // Let queued unregistrations land, then look.

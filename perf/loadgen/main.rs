@@ -58,10 +58,15 @@ struct RunArgs {
     /// Register a slave (broker id 1) beside each master.
     #[arg(long)]
     slaves: bool,
-    /// Topics per REGISTER_BROKER: a larger table is sent in parts, like a Java broker's split registration
-    /// (`splitRegistrationSize`, 800), which a table too large for one 16 MiB frame needs.
-    #[arg(long, default_value_t = 800)]
+    /// Topics per REGISTER_BROKER, 0 for the whole table in one frame. A Java broker on its defaults sends one
+    /// frame (`enableSplitRegistration=false`; 4.x brokers never split); with `enableSplitRegistration=true`
+    /// it sends parts of `splitRegistrationSize` (800) topics, which a table too large for one 16 MiB frame
+    /// needs.
+    #[arg(long, default_value_t = 0)]
     split: usize,
+    /// Send the bodies zlib-compressed, as a broker with `compressedRegister=true` does.
+    #[arg(long)]
+    compressed: bool,
     #[arg(long, default_value_t = 4)]
     connections: usize,
     #[arg(long, default_value_t = 16)]
@@ -87,6 +92,12 @@ struct RunArgs {
     /// A label for the JSON summary.
     #[arg(long, default_value = "run")]
     label: String,
+}
+
+impl RunArgs {
+    fn shape(&self) -> Shape {
+        Shape { split: self.split, compressed: self.compressed }
+    }
 }
 
 /// Serve the echo limit.
@@ -166,27 +177,48 @@ struct BrokerConn {
     stream: TcpStream,
 }
 
-/// Registers every broker (and slave) over its own connection, kept open: a NameServer drops the brokers
-/// of a closed connection.
-async fn populate(args: &RunArgs, topics: &[String]) -> Result<Vec<BrokerConn>, String> {
-    let mut conns = Vec::new();
+/// How a broker sends its topic table: whole (`split` 0) or in parts of `split` topics, JSON or zlib.
+#[derive(Clone, Copy)]
+struct Shape {
+    split: usize,
+    compressed: bool,
+}
+
+impl Shape {
+    /// The REGISTER_BROKER requests of one full registration.
+    fn requests(self, name: &str, id: i64, addr: &str, topics: &[String], counter: i64) -> Vec<RemotingCommand> {
+        let per_frame = if self.split == 0 { topics.len().max(1) } else { self.split };
+        topics.chunks(per_frame).map(|c| wire::register_request(name, id, addr, c, counter, self.compressed)).collect()
+    }
+}
+
+/// Registers every broker (and slave) over its own connection, all at once as after a NameServer restart,
+/// and keeps the connections open: a NameServer drops the brokers of a closed connection.
+async fn populate(args: &RunArgs, topics: &Arc<Vec<String>>) -> Result<Vec<BrokerConn>, String> {
+    let mut registrations = tokio::task::JoinSet::new();
     for b in 0..args.brokers {
         for id in 0..if args.slaves { 2 } else { 1 } {
-            let name = format!("broker-{b}");
-            let addr = format!("10.0.{b}.{}:10911", id + 1);
-            let mut stream = TcpStream::connect(&args.addr).await.map_err(|e| format!("connect: {e}"))?;
-            let _ = stream.set_nodelay(true);
-            for chunk in topics.chunks(args.split.max(2)) {
-                let reply = call(&mut stream, &wire::register_request(&name, id, &addr, chunk, 1))
-                    .await
-                    .map_err(|e| format!("register {name}/{id}: {e}"))?;
-                if reply.code != 0 {
-                    return Err(format!("register {name}/{id}: code {} {:?}", reply.code, reply.remark));
+            let (server, topics, shape) = (args.addr.clone(), topics.clone(), args.shape());
+            registrations.spawn(async move {
+                let name = format!("broker-{b}");
+                let addr = format!("10.0.{b}.{}:10911", id + 1);
+                let mut stream = TcpStream::connect(&server).await.map_err(|e| format!("connect: {e}"))?;
+                let _ = stream.set_nodelay(true);
+                for request in shape.requests(&name, id, &addr, &topics, 1) {
+                    let reply = call(&mut stream, &request).await.map_err(|e| format!("register {name}/{id}: {e}"))?;
+                    if reply.code != 0 {
+                        return Err(format!("register {name}/{id}: code {} {:?}", reply.code, reply.remark));
+                    }
                 }
-            }
-            conns.push(BrokerConn { name, id, addr, stream });
+                Ok(BrokerConn { name, id, addr, stream })
+            });
         }
     }
+    let mut conns = Vec::new();
+    while let Some(done) = registrations.join_next().await {
+        conns.push(done.map_err(|e| format!("registration task: {e}"))??);
+    }
+    conns.sort_by(|a, b| (&a.name, a.id).cmp(&(&b.name, b.id)));
     Ok(conns)
 }
 
@@ -195,7 +227,7 @@ async fn populate(args: &RunArgs, topics: &[String]) -> Result<Vec<BrokerConn>, 
 async fn churn(
     mut conn: BrokerConn,
     topics: Arc<Vec<String>>,
-    split: usize,
+    shape: Shape,
     bump: bool,
     interval: Duration,
     deadline: Instant,
@@ -206,12 +238,7 @@ async fn churn(
     let versions: &[i64] = if bump { &[2, 3] } else { &[1] };
     let frames: Vec<Vec<bytes::BytesMut>> = versions
         .iter()
-        .map(|v| {
-            topics
-                .chunks(split.max(2))
-                .map(|c| encode(&wire::register_request(&conn.name, conn.id, &conn.addr, c, *v)))
-                .collect()
-        })
+        .map(|v| shape.requests(&conn.name, conn.id, &conn.addr, &topics, *v).iter().map(encode).collect())
         .collect();
     let mut next = Instant::now();
     let mut round = 0;
@@ -250,7 +277,7 @@ async fn lookups(args: &RunArgs, picker: &Arc<driver::TopicPicker>, seconds: f64
 }
 
 async fn run(args: RunArgs) -> i32 {
-    let topics: Vec<String> = (0..args.topics).map(|i| format!("topic-{i}")).collect();
+    let topics: Arc<Vec<String>> = Arc::new((0..args.topics).map(|i| format!("topic-{i}")).collect());
     let started = std::time::Instant::now();
     let conns = match populate(&args, &topics).await {
         Ok(c) => c,
@@ -265,7 +292,6 @@ async fn run(args: RunArgs) -> i32 {
         println!(r#"{{"label":"{}","populate_s":{populate_s:.3}}}"#, args.label);
         return 0;
     }
-    let topics = Arc::new(topics);
     let picker = Arc::new(driver::TopicPicker::new(topics.to_vec(), args.zipf, args.miss_ratio));
     let registrations = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + Duration::from_secs_f64(args.warmup + args.duration);
@@ -280,7 +306,7 @@ async fn run(args: RunArgs) -> i32 {
             churning.push(tokio::spawn(churn(
                 conn,
                 topics.clone(),
-                args.split,
+                args.shape(),
                 bump,
                 interval,
                 end,

@@ -38,11 +38,20 @@ pub fn header_int(header: &[u8], binary: bool, key: &str) -> Option<i64> {
     std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
 }
 
-/// A 5.x broker's REGISTER_BROKER for `topics` (8 read/write queues, perm 6) with a JSON body.
-pub fn register_request(broker: &str, id: i64, addr: &str, topics: &[String], counter: i64) -> RemotingCommand {
+/// A 5.x broker's REGISTER_BROKER for `topics` (8 read/write queues, perm 6), with a JSON body or, as with
+/// `compressedRegister=true`, a zlib one (5.x brokers then leave the `compressed` header false).
+pub fn register_request(
+    broker: &str,
+    id: i64,
+    addr: &str,
+    topics: &[String],
+    counter: i64,
+    compressed: bool,
+) -> RemotingCommand {
+    use rocketns::protocol::register_body::{encode_compressed, encode_json};
     let configs: Vec<TopicConfig> = topics.iter().map(|t| TopicConfig::new(t.as_str(), 8, 8, 6)).collect();
     let dv = DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 };
-    let body = rocketns::protocol::register_body::encode_json(&dv, &configs);
+    let body = if compressed { encode_compressed(&dv, &configs, &[]) } else { encode_json(&dv, &configs) };
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
     let ext: ExtFields = [
         ("brokerAddr", addr.to_string()),

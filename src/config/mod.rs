@@ -188,9 +188,13 @@ namesrv_config! {
     serialize_type: String = std::env::var("ROCKETMQ_SERIALIZE_TYPE").unwrap_or_else(|_| "JSON".into()) => "serializeType",
     /// Largest frame accepted, 4-byte prefix included (Java's `com.rocketmq.remoting.frameMaxLength`).
     frame_max_length: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "frameMaxLength",
-    /// Largest frame accepted from a connection over which no broker has registered yet (a first
-    /// registration of about 20k topics fits; larger brokers split their registration, as Java's do).
-    unregistered_frame_max_length: u64 = 4 * 1024 * 1024 => "unregisteredFrameMaxLength",
+    /// Memory for requests over 64 KiB being received and processed, all connections together but those of
+    /// registered brokers (src/frame_budget.rs); at least `frameMaxLength`, so that one broker's largest
+    /// registration always fits.
+    large_frame_buffer_bytes: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "largeFrameBufferBytes",
+    /// A frame over 64 KiB must be complete within this long of its length prefix, waiting for room in the
+    /// budget included, or its connection is closed.
+    large_frame_timeout_millis: u64 = 20_000 => "largeFrameTimeoutMillis",
     /// Connections served at once; more are closed as soon as they are accepted.
     server_max_connections: u64 = 50_000 => "serverMaxConnections",
     /// Access control: requests that change anything must carry a valid RocketMQ ACL signature (SECURITY.md).
@@ -243,7 +247,19 @@ impl NamesrvConfig {
                 expected: "disabled, permissive or enforcing",
             });
         }
+        if self.large_frame_buffer_bytes < self.frame_max_length {
+            return Err(ConfigError::InvalidValue {
+                key: "largeFrameBufferBytes".into(),
+                value: self.large_frame_buffer_bytes.to_string(),
+                expected: "at least frameMaxLength, so that one largest frame always fits",
+            });
+        }
         Ok(())
+    }
+
+    /// `largeFrameTimeoutMillis` as a duration.
+    pub fn large_frame_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.large_frame_timeout_millis)
     }
 
     /// Where warm restart keeps the routes.

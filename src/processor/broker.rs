@@ -16,14 +16,14 @@ use crate::remoting::{ExtFields, RemotingCommand};
 use crate::route::{BrokerAddrKey, BrokerRegistration, ConnId, RouteMutation, UnregisterRequest};
 
 /// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 means "not checked".
-fn check_crc(req: &RemotingCommand) -> Result<(), RequestError> {
+fn check_crc(req: &RemotingCommand, body: &[u8]) -> Result<(), RequestError> {
     let expected = match req.ext("bodyCrc32") {
         None => 0,
         Some(v) => lenient::parse_java_long(v)
             .and_then(|v| i32::try_from(v).ok())
             .ok_or_else(|| RequestError::InvalidField { field: "bodyCrc32", value: v.to_string() })?,
     };
-    if expected != 0 && (crc32fast::hash(&req.body) & 0x7FFF_FFFF) as i32 != expected {
+    if expected != 0 && (crc32fast::hash(body) & 0x7FFF_FFFF) as i32 != expected {
         return Err(RequestError::CrcMismatch);
     }
     Ok(())
@@ -33,12 +33,15 @@ fn broker_id(req: &RemotingCommand) -> Result<i64, RequestError> {
     long_field(req, "brokerId")?.ok_or(RequestError::MissingField("brokerId"))
 }
 
+/// `body` is the request's, taken out of it: a default broker sends its whole topic table (megabytes), which
+/// is freed once parsed, before the writer builds the new snapshot.
 pub(super) async fn register_broker(
     p: &Processor,
     req: &RemotingCommand,
+    body: Bytes,
     conn: ConnId,
 ) -> Result<RemotingCommand, RequestError> {
-    check_crc(req)?;
+    check_crc(req, &body)?;
     let cluster = required(req, "clusterName")?;
     let broker_addr = required(req, "brokerAddr")?;
     let broker_name = required(req, "brokerName")?;
@@ -46,8 +49,9 @@ pub(super) async fn register_broker(
     let heartbeat_timeout =
         long_field(req, "heartbeatTimeoutMillis")?.filter(|ms| *ms > 0).map(|ms| Duration::from_millis(ms as u64));
     let compressed = bool_field(req, "compressed").unwrap_or(false);
-    let body = RegisterBrokerBody::decode(&req.body, compressed, req.version)
+    let parsed = RegisterBrokerBody::decode(&body, compressed, req.version)
         .map_err(|e| RequestError::InvalidBody(e.to_string()))?;
+    drop(body);
     let registration = BrokerRegistration {
         cluster: cluster.into(),
         broker_addr: broker_addr.into(),
@@ -57,7 +61,7 @@ pub(super) async fn register_broker(
         zone_name: req.ext("__ZONE_NAME").map(Arc::from),
         heartbeat_timeout,
         enable_acting_master: bool_field(req, "enableActingMaster"),
-        body,
+        body: parsed,
         conn_id: conn,
         now: Instant::now(),
     };

@@ -71,8 +71,8 @@ impl Processor {
     }
 
     /// Handles one request and returns the reply (its `opaque` already copied). The caller drops the reply
-    /// of a oneway request.
-    pub async fn process(&self, req: &RemotingCommand, conn: ConnId) -> RemotingCommand {
+    /// of a oneway request. A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed.
+    pub async fn process(&self, req: &mut RemotingCommand, conn: ConnId) -> RemotingCommand {
         // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
         if req.version > version::V5_3_1 && self.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
             let mut resp = RemotingCommand::response(response::GO_AWAY, Some("please go away".into()));
@@ -95,7 +95,10 @@ impl Processor {
             | request::GET_HAS_UNIT_SUB_TOPIC_LIST
             | request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => query::get_unit_topic_list(self, req.code),
             request::GET_BROKER_MEMBER_GROUP => query::get_broker_member_group(self, req),
-            request::REGISTER_BROKER => broker::register_broker(self, req, conn).await,
+            request::REGISTER_BROKER => {
+                let body = std::mem::take(&mut req.body);
+                broker::register_broker(self, req, body, conn).await
+            }
             request::UNREGISTER_BROKER => broker::unregister_broker(self, req),
             request::REGISTER_TOPIC_IN_NAMESRV => broker::register_topic(self, req).await,
             request::QUERY_DATA_VERSION => broker::query_data_version(self, req),

@@ -103,8 +103,7 @@ impl Decoder for FrameDecoder {
             return Err(FrameError::HeaderPastFrame { header: header_len, frame: len });
         }
         if src.len() < 4 + len {
-            // The length is within the cap, so reserving for the rest of this frame is bounded.
-            src.reserve(4 + len - src.len());
+            // Room for the rest is the caller's to reserve: a large frame waits for the large-frame budget.
             return Ok(None);
         }
         src.advance(8);
@@ -112,6 +111,13 @@ impl Decoder for FrameDecoder {
         let header = frame.split_to(header_len);
         Ok(Some(RawFrame { serialize_type, header, body: frame }))
     }
+}
+
+/// The whole length (prefix included) of the frame that `src` starts with, once its length prefix is there.
+/// Meant for a buffer that `FrameDecoder::decode` has just answered `Ok(None)` for, which checked the length.
+pub fn announced_frame_len(src: &[u8]) -> Option<usize> {
+    let prefix: [u8; 4] = src.get(..4)?.try_into().ok()?;
+    usize::try_from(i32::from_be_bytes(prefix)).ok().map(|len| len + 4)
 }
 
 /// The 8-byte frame prefix for a header of `header_len` and a body of `body_len` bytes.
@@ -161,6 +167,13 @@ mod tests {
         assert!(decode_all(&ok, max).unwrap().is_none());
         let too_big = ((max - 3) as u32).to_be_bytes();
         assert!(matches!(decode_all(&too_big, max), Err(FrameError::TooLong { .. })));
+    }
+
+    #[test]
+    fn announced_length_counts_the_prefix() {
+        assert_eq!(announced_frame_len(&[0, 0, 0]), None);
+        assert_eq!(announced_frame_len(&[0, 0x10, 0, 0, 0]), Some(0x10_0004));
+        assert_eq!(announced_frame_len(&[0xff, 0xff, 0xff, 0xff]), None);
     }
 
     #[test]

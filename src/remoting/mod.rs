@@ -7,4 +7,4 @@ mod json_header;
 
 pub use command::{ExtFields, LanguageCode, RemotingCommand};
 pub use decode::{HeaderError, decode_command};
-pub use frame::{FrameDecoder, FrameError, RawFrame, SerializeType};
+pub use frame::{FrameDecoder, FrameError, RawFrame, SerializeType, announced_frame_len};
