@@ -39,9 +39,19 @@ pub async fn save_routes_periodically(routes: RouteHandle, config: SharedConfig)
     }
 }
 
-/// Writes the current routes to `path`, atomically.
+/// Writes the current routes to `path`, atomically. With no routes there is nothing to serve after a
+/// restart: no file is written, and one left by earlier routes is removed.
 pub async fn save_routes(routes: &RouteHandle, path: &std::path::Path) {
-    let content = crate::route::dump::dump(&routes.snapshot.load(), &routes.liveness);
+    let snapshot = routes.snapshot.load_full();
+    if snapshot.topics.is_empty() && snapshot.brokers.is_empty() {
+        match std::fs::remove_file(path) {
+            Ok(()) => tracing::debug!(path = %path.display(), "no routes: route snapshot file removed"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot remove the route snapshot file"),
+        }
+        return;
+    }
+    let content = crate::route::dump::dump(&snapshot, &routes.liveness);
     let path_buf = path.to_path_buf();
     match tokio::task::spawn_blocking(move || crate::fsutil::write_atomically(&path_buf, &content)).await {
         Ok(Ok(())) => tracing::debug!(path = %path.display(), "route snapshot file written"),

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     if cli.print_config {
-        print!("{}", config.to_properties_text());
+        print!("{}", config.effective().to_properties_text());
         return ExitCode::SUCCESS;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -146,6 +146,8 @@ impl NameServer {
         } else {
             Duration::from_millis(500)
         };
+        // Finished connection tasks not reaped yet are not open connections.
+        while connections.try_join_next().is_some() {}
         tracing::info!(grace_ms = grace.as_millis() as u64, connections = connections.len(), "shutting down");
         let _ = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
         saver.abort();

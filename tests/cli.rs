@@ -19,16 +19,21 @@ fn properties(text: &str) -> tempfile::NamedTempFile {
 
 #[test]
 fn print_config_shows_effective_values_and_exits() {
-    let file = properties("listenPort=9911\norderMessageEnable=true\nnotAJavaKey=1\n");
+    let file = properties(
+        "listenPort=9911\norderMessageEnable=true\nnotAJavaKey=1\nkvConfigPath=/srv/ns/kv.json\nclusterTest=yes\n",
+    );
     let out = rocketns().arg("-c").arg(file.path()).arg("-p").output().expect("run");
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("listenPort=9911\n"), "{stdout}");
     assert!(stdout.contains("orderMessageEnable=true\n"));
+    assert!(stdout.contains("routeSnapshotPath=/srv/ns/routeSnapshot.json\n"), "derived paths are spelled out");
+    assert!(stdout.contains("clusterTest=false\n"), "Java's reading of a boolean that is not true");
     assert!(stdout.contains("scanNotActiveBrokerInterval=5000\n"));
     assert!(stdout.contains(&format!("configStorePath={}\n", file.path().display())), "-c becomes configStorePath");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("notAJavaKey"), "unknown keys are warned about: {stderr}");
+    assert!(stderr.contains("clusterTest") && stderr.contains("read as false"), "doubtful booleans too: {stderr}");
 }
 
 #[test]
@@ -47,23 +52,48 @@ fn help_and_bad_values() {
     let out = rocketns().arg("-c").arg(file.path()).output().expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr).unwrap().contains("listenPort"));
+    let file = properties("listenPort=70000\n");
+    let out = rocketns().arg("-c").arg(file.path()).output().expect("run");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("listenPort") && stderr.contains("from 0 to 65535"), "the range is named: {stderr}");
     let out = rocketns().arg("-c").arg("/nonexistent/namesrv.properties").output().expect("run");
     assert!(!out.status.success());
 }
 
-/// Starts the binary, answers a request at the wire, and stops cleanly on the given signal.
+/// Starts the binary, answers a request at the wire, and stops cleanly on the given signal. The client has
+/// gone by then: the shutdown log counts no open connection, and with no broker ever registered no route
+/// file is written.
 fn serve_and_stop(signal: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = common::properties_file(dir.path(), 0, "");
-    let (mut child, addr) = common::spawn_binary(&file);
+    let metrics_port = common::free_port();
+    let file = common::properties_file(dir.path(), 0, &format!("metricsPort={metrics_port}\n"));
+    let (mut child, addr, logs) = common::spawn_binary_with_logs(&file);
     let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let reply = common::blocking_request(&mut stream, &common::request(106, &[])).expect("a reply");
     assert_eq!(&reply.body[..], br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
+    drop(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while common::metric(metrics_port, "rocketns_connections") != Some(0.0) {
+        assert!(std::time::Instant::now() < deadline, "the closed connection is never counted as closed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let status = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status().unwrap();
     assert!(status.success());
     let code = child.wait().expect("wait");
     assert!(code.success(), "clean exit on SIG{signal}: {code:?}");
+    // The log reader may still be taking the last lines.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let shutdown = loop {
+        if let Some(line) = logs.lock().unwrap().iter().find(|l| l.contains("shutting down")) {
+            break line.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no shutdown line in {:?}", logs.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(shutdown.contains("connections=0"), "{shutdown}");
+    assert!(!dir.path().join("routeSnapshot.json").exists(), "no routes, no route file");
 }
 
 #[test]

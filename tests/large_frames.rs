@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,16 +23,9 @@ fn proc_status_kb(pid: u32, field: &str) -> u64 {
     line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("a number of kB")
 }
 
-fn metrics_text(port: u16) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("metrics port");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text
-}
-
+/// A counter or gauge that must be there.
 fn metric(text: &str, name: &str) -> u64 {
-    text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok())).unwrap_or(u64::MAX)
+    common::metric_in(text, name).unwrap_or_else(|| panic!("no {name} in\n{text}")) as u64
 }
 
 fn broker_count(route: &rocketns::remoting::RemotingCommand) -> usize {
@@ -131,7 +124,7 @@ fn a_flood_of_slow_large_frames_stays_within_the_budget() {
 
     // Once one flood frame holds the budget and has been read, memory has grown by about the budget.
     let flood_started = Instant::now();
-    while metric(&metrics_text(metrics_port), "rocketns_large_frame_bytes ") == 0 {
+    while metric(&common::metrics_text(metrics_port), "rocketns_large_frame_bytes") == 0 {
         assert!(flood_started.elapsed() < Duration::from_secs(5), "no flood frame got room in the budget");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -144,9 +137,9 @@ fn a_flood_of_slow_large_frames_stays_within_the_budget() {
     let names: Vec<String> = (0..5_000).map(|i| format!("more-{i}")).collect();
     let more: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 8, 6)).collect();
     assert_eq!(blocking_request(&mut broker_conn, &register_request(&broker, dv(2), &more)).unwrap().code, 0);
-    let text = metrics_text(metrics_port);
-    assert_eq!(metric(&text, "rocketns_large_frames_refused_total{reason=\"too_slow\"} "), 0, "{text}");
-    assert_eq!(metric(&text, "rocketns_large_frames_refused_total{reason=\"no_room\"} "), 0, "{text}");
+    let text = common::metrics_text(metrics_port);
+    assert_eq!(metric(&text, "rocketns_large_frames_refused_total{reason=\"too_slow\"}"), 0, "{text}");
+    assert_eq!(metric(&text, "rocketns_large_frames_refused_total{reason=\"no_room\"}"), 0, "{text}");
 
     let mut slowest = Duration::ZERO;
     while flood.iter().any(|t| !t.is_finished()) {
@@ -163,12 +156,12 @@ fn a_flood_of_slow_large_frames_stays_within_the_budget() {
     }
     assert!(slowest < Duration::from_secs(1), "a lookup took {slowest:?} during the flood");
 
-    let text = metrics_text(metrics_port);
-    let no_room = metric(&text, "rocketns_large_frames_refused_total{reason=\"no_room\"} ");
-    let too_slow = metric(&text, "rocketns_large_frames_refused_total{reason=\"too_slow\"} ");
+    let text = common::metrics_text(metrics_port);
+    let no_room = metric(&text, "rocketns_large_frames_refused_total{reason=\"no_room\"}");
+    let too_slow = metric(&text, "rocketns_large_frames_refused_total{reason=\"too_slow\"}");
     assert_eq!(no_room + too_slow, FLOOD as u64, "every flood connection closed and counted:\n{text}");
     assert!(too_slow >= 1, "the first that got room was closed for slowness:\n{text}");
-    assert_eq!(metric(&text, "rocketns_large_frame_bytes "), 0, "the budget is free again");
+    assert_eq!(metric(&text, "rocketns_large_frame_bytes"), 0, "the budget is free again");
 
     // A new broker with a table of 40,000 topics (a frame of about 6 MB) registers over a fresh connection.
     let names: Vec<String> = (0..40_000).map(|i| format!("after-{i}")).collect();

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Every test of rocketns, as CI runs them: formatting, lints, unit and wire tests (cargo test, benches built
-# and run once in test mode), a few seconds of each fuzz target (tests/fuzz-smoke.sh), then real third-party
-# RocketMQ software against rocketns (tests/interop/run.sh, which needs root). The first run installs
-# cargo-fuzz and the rocketmq-rust broker and builds the interop client: about 15 minutes on 2 cores.
-set -euo pipefail
+# Every test of rocketns, as CI runs them, in stages: formatting, lints, the README's first command (as
+# `cargo run -- -p`, so that it cannot break unseen), unit and wire tests (cargo test, benches built and run
+# once in test mode), a few seconds of each fuzz target (tests/fuzz-smoke.sh), then real third-party RocketMQ
+# software against rocketns (tests/interop/run.sh, which needs root). Each stage's result is printed as it
+# ends; the last line counts the stages: `stages: N passed, N failed, N skipped`. After a failure the later
+# stages are not run, and are named. The first run on a fresh machine installs cargo-fuzz and the rocketmq-rust
+# broker and builds the interop client (README, "Before you start").
+set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Test servers keep their KV files in temporary folders that outlive each test (restarts read them back):
 # they all go under one folder, removed at the end.
@@ -11,13 +14,63 @@ scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 
-echo "== cargo fmt --check"
-cargo fmt --all -- --check
-echo "== cargo clippy"
-cargo clippy --all-targets --quiet -- -D warnings
-echo "== cargo test"
-cargo test --all-targets
-echo "== fuzz targets, a few seconds each"
-bash tests/fuzz-smoke.sh
-echo "== interop (rocketmq-rust broker and client)"
-bash tests/interop/run.sh
+stages=(fmt clippy readme-run test fuzz interop)
+declare -A what=(
+    [fmt]="cargo fmt --check"
+    [clippy]="cargo clippy, warnings denied"
+    [readme-run]="the README's first command, as cargo run -- -p"
+    [test]="cargo test: unit, wire and real-binary tests"
+    [fuzz]="a few seconds of each fuzz target"
+    [interop]="the rocketmq-rust broker and client against rocketns"
+)
+
+run_stage() {
+    case $1 in
+        fmt) cargo fmt --all -- --check ;;
+        clippy) cargo clippy --all-targets --quiet -- -D warnings ;;
+        readme-run) cargo run --quiet -- -p > "$scratch/printed-config" && grep -q '^listenPort=9876$' "$scratch/printed-config" ;;
+        test) cargo test --all-targets 2>&1 | tee "$scratch/cargo-test.log" ;;
+        fuzz) bash tests/fuzz-smoke.sh ;;
+        interop) bash tests/interop/run.sh ;;
+    esac
+}
+
+# What a stage counted, for the summary.
+detail() {
+    case $1 in
+        test) awk '/^test result:/ {p += $4; f += $6} END {if (p + f) printf "%d tests passed, %d failed", p, f}' \
+            "$scratch/cargo-test.log" 2>/dev/null ;;
+    esac
+}
+
+declare -A result took
+passed=0 failed=0 skipped=0
+for stage in "${stages[@]}"; do
+    if [ "$failed" -gt 0 ]; then
+        result[$stage]=SKIP
+        skipped=$((skipped + 1))
+        continue
+    fi
+    echo "== $stage: ${what[$stage]}"
+    started=$SECONDS
+    if run_stage "$stage"; then
+        result[$stage]=PASS
+        passed=$((passed + 1))
+    else
+        result[$stage]=FAIL
+        failed=$((failed + 1))
+    fi
+    took[$stage]=$((SECONDS - started))
+    echo "== $stage: ${result[$stage]} in ${took[$stage]} s"
+done
+
+echo
+echo "== summary"
+for stage in "${stages[@]}"; do
+    case ${result[$stage]} in
+        SKIP) printf '%s  %-10s not run: an earlier stage failed\n' SKIP "$stage" ;;
+        *) printf '%s  %-10s %4d s  %s\n' "${result[$stage]}" "$stage" "${took[$stage]}" "$(detail "$stage")" ;;
+    esac
+done
+echo "stages: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

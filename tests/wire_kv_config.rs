@@ -189,7 +189,7 @@ async fn refused_config_updates_change_nothing() {
         (
             "scanNotActiveBrokerInterval=often",
             1,
-            "invalid value \"often\" for scanNotActiveBrokerInterval: expected an integer",
+            "invalid value \"often\" for scanNotActiveBrokerInterval: expected an integer from 0 to 18446744073709551615",
         ),
     ];
     for (text, code, remark) in cases {

@@ -31,23 +31,31 @@ trait ConfigValue: Sized {
     const EXPECTED: &'static str;
     fn parse(s: &str) -> Option<Self>;
     fn render(&self) -> String;
+    /// A value that is accepted but probably not what was meant: the warning to log.
+    fn doubt(_s: &str) -> Option<String> {
+        None
+    }
 }
 
 impl ConfigValue for bool {
     const EXPECTED: &'static str = "true or false";
-    /// Java's `Boolean.parseBoolean`: anything but `true` is false.
+    /// Java's `Boolean.parseBoolean`: anything but `true` (in any case) is false.
     fn parse(s: &str) -> Option<Self> {
         Some(crate::protocol::lenient::parse_java_bool(s))
     }
     fn render(&self) -> String {
         self.to_string()
     }
+    fn doubt(s: &str) -> Option<String> {
+        let plain = s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false");
+        (!plain).then(|| format!("{s:?} is not true or false; read as false, as Java reads it"))
+    }
 }
 
 macro_rules! int_value {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $expected:literal),*) => {$(
         impl ConfigValue for $t {
-            const EXPECTED: &'static str = "an integer";
+            const EXPECTED: &'static str = $expected;
             fn parse(s: &str) -> Option<Self> {
                 crate::protocol::lenient::parse_java_long(s).and_then(|v| <$t>::try_from(v).ok())
             }
@@ -57,7 +65,12 @@ macro_rules! int_value {
         }
     )*};
 }
-int_value!(i32, i64, u16, u64);
+int_value!(
+    i32 => "an integer from -2147483648 to 2147483647",
+    i64 => "an integer from -9223372036854775808 to 9223372036854775807",
+    u16 => "an integer from 0 to 65535",
+    u64 => "an integer from 0 to 18446744073709551615"
+);
 
 impl ConfigValue for String {
     const EXPECTED: &'static str = "text";
@@ -101,6 +114,9 @@ macro_rules! namesrv_config {
                             value: value.to_string(),
                             expected: <$ty as ConfigValue>::EXPECTED,
                         })?;
+                        if let Some(doubt) = <$ty as ConfigValue>::doubt(value) {
+                            tracing::warn!(key, "config value {doubt}");
+                        }
                         Ok(true)
                     } )*
                     _ => Ok(false),
@@ -257,6 +273,14 @@ impl NamesrvConfig {
         Ok(())
     }
 
+    /// The configuration with derived values spelled out (the route snapshot file beside the KV file), as
+    /// `-p` prints it.
+    pub fn effective(&self) -> NamesrvConfig {
+        let mut shown = self.clone();
+        shown.route_snapshot_path = self.route_snapshot_file().display().to_string();
+        shown
+    }
+
     /// `largeFrameTimeoutMillis` as a duration.
     pub fn large_frame_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.large_frame_timeout_millis)
@@ -329,6 +353,26 @@ mod tests {
         let mut c = NamesrvConfig::default();
         let err = c.apply_properties("listenPort=lots\n", "test").unwrap_err();
         assert!(err.to_string().contains("listenPort"), "{err}");
-        assert!(c.apply_properties("listenPort=70000\n", "test").is_err());
+        let err = c.apply_properties("listenPort=70000\n", "test").unwrap_err();
+        assert!(err.to_string().contains("expected an integer from 0 to 65535"), "{err}");
+        let err = c.apply_properties("scanNotActiveBrokerInterval=-5\n", "test").unwrap_err();
+        assert!(err.to_string().contains("from 0 to"), "{err}");
+    }
+
+    #[test]
+    fn doubtful_booleans_keep_javas_meaning() {
+        assert_eq!(<bool as ConfigValue>::doubt("TRUE"), None);
+        assert_eq!(<bool as ConfigValue>::doubt("false"), None);
+        assert!(<bool as ConfigValue>::doubt("yes").unwrap().contains("read as false"));
+        let mut c = NamesrvConfig::default();
+        c.apply_properties("orderMessageEnable=yes\n", "test").unwrap();
+        assert!(!c.order_message_enable);
+    }
+
+    #[test]
+    fn effective_config_names_the_route_file() {
+        let c = NamesrvConfig { kv_config_path: "/data/ns/kvConfig.json".into(), ..NamesrvConfig::default() };
+        assert!(c.effective().to_properties_text().contains("routeSnapshotPath=/data/ns/routeSnapshot.json\n"));
+        assert_eq!(c.route_snapshot_path, "", "the configuration itself keeps the derived default");
     }
 }

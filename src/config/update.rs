@@ -102,7 +102,8 @@ mod tests {
             (
                 "orderMessageEnable=true\nwaitSecondsForService=soon\n",
                 ConfigUpdateError::Invalid(
-                    "invalid value \"soon\" for waitSecondsForService: expected an integer".into(),
+                    "invalid value \"soon\" for waitSecondsForService: expected an integer from -2147483648 to 2147483647"
+                        .into(),
                 ),
             ),
         ] {

@@ -317,6 +317,14 @@ pub fn properties_file(dir: &std::path::Path, port: u16, extra: &str) -> std::pa
 /// The real `rocketns` binary, started with a `-c` file holding `properties` (which should say
 /// `bindAddress=127.0.0.1` and `listenPort=0`); returns it with the address from its boot line.
 pub fn spawn_binary(config_file: &std::path::Path) -> (std::process::Child, String) {
+    let (child, addr, _logs) = spawn_binary_with_logs(config_file);
+    (child, addr)
+}
+
+/// `spawn_binary`, with the log lines that follow the boot line, as they come.
+pub fn spawn_binary_with_logs(
+    config_file: &std::path::Path,
+) -> (std::process::Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rocketns"))
         .arg("-c")
@@ -335,8 +343,34 @@ pub fn spawn_binary(config_file: &std::path::Path) -> (std::process::Child, Stri
         }
     };
     // Keep draining the logs so that the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
+    let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = logs.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            kept.lock().expect("log lines").push(line);
+        }
+    });
+    (child, addr, logs)
+}
+
+/// The text of the metrics port's `/metrics`.
+pub fn metrics_text(metrics_port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).expect("metrics port");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").expect("ask");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read metrics");
+    text
+}
+
+/// The value of the sample `name` (labels included, as written) in a metrics text, `None` when absent.
+pub fn metric_in(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The value of the sample `name` on the metrics port, `None` when absent.
+pub fn metric(metrics_port: u16, name: &str) -> Option<f64> {
+    metric_in(&metrics_text(metrics_port), name)
 }
 
 /// One request over a blocking socket; `None` when the connection broke.
