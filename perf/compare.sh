@@ -24,7 +24,8 @@ SERVER_CPUS=${SERVER_CPUS:-1}
 
 inner() {
     ip link set lo up
-    local work; work=$(mktemp -d)
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
     local loadgen="$ROOT/target/release/rocketns-loadgen"
     local rocketns="$ROOT/target/release/rocketns"
     local rmq; rmq=$(command -v rocketmq-namesrv-rust || echo "${CARGO_HOME:-$HOME/.cargo}/bin/rocketmq-namesrv-rust")
@@ -42,7 +43,7 @@ inner() {
     start_server() { # name port → pid
         case $1 in
             echo) taskset -c "$SERVER_CPUS" "$loadgen" echo --listen "127.0.0.1:$2" --brokers "$3" > /dev/null 2>&1 & ;;
-            rocketns) printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-%s.json\n' "$2" "$work" "$2" > "$work/ns-$2.properties"
+            rocketns) printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-%s.json\nwarmRestart=false\n' "$2" "$work" "$2" > "$work/ns-$2.properties"
                       RUST_LOG=warn taskset -c "$SERVER_CPUS" "$rocketns" -c "$work/ns-$2.properties" > "$work/rocketns.log" 2>&1 & ;;
             rocketmq-rust) ROCKETMQ_HOME="$work/home" HOME="$work/home" taskset -c "$SERVER_CPUS" "$rmq" --listenPort "$2" --bindAddress 127.0.0.1 \
                       --kvConfigPath "$work/rmq-kv-$2.json" --log-filter warn > "$work/rmq.log" 2>&1 & ;;
@@ -69,7 +70,8 @@ inner() {
     done
     port=$((port + 1))
     local startup
-    printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-start.json\n' "$port" "$work" > "$work/start.properties"
+    # A cold start: no route file of an earlier scenario to restore.
+    printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-start.json\nwarmRestart=false\n' "$port" "$work" > "$work/start.properties"
     startup=$("$loadgen" startup --addr "127.0.0.1:$port" -- "$rocketns" -c "$work/start.properties" | tail -n 1)
     python3 "$ROOT/perf/table.py" "$json" "$startup" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" > "$table"
     cat "$table"

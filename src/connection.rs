@@ -120,8 +120,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
-    /// be decoded (which closes only this connection, as in Java), or a large frame of its finds no room in
-    /// the budget or arrives too slowly. Returns whether a broker registered over it (only then can its
+    /// be decoded (which closes only this connection, as in Java), or one of its large frames finds no room
+    /// in the budget or arrives too slowly. Returns whether a broker registered over it (only then can its
     /// close remove brokers).
     pub async fn run(mut self) -> bool {
         self.serve().await;

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Every test of rocketns, as CI runs them, in stages: formatting, lints, the README's first command (as
 # `cargo run -- -p`, so that it cannot break unseen), unit and wire tests (cargo test, benches built and run
-# once in test mode), a few seconds of each fuzz target (tests/fuzz-smoke.sh), then real third-party RocketMQ
-# software against rocketns (tests/interop/run.sh, which needs root). Each stage's result is printed as it
-# ends; the last line counts the stages: `stages: N passed, N failed, N skipped`. After a failure the later
-# stages are not run, and are named. The first run on a fresh machine installs cargo-fuzz and the rocketmq-rust
-# broker and builds the interop client (README, "Before you start").
+# once in test mode, rocketns against the recorded replies of the Java NameServer), a few seconds of each
+# fuzz target (tests/fuzz-smoke.sh), real third-party RocketMQ software against rocketns
+# (tests/interop/run.sh), and the live Java NameServer against its recorded replies (tests/java/reference.sh);
+# the last two need root. Each stage's result is printed as it ends; the last line counts the stages:
+# `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are named. The
+# first run on a fresh machine installs cargo-fuzz, the rocketmq-rust broker and the Java RocketMQ jars, and
+# builds the interop client (README, "Before you start").
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Test servers keep their KV files in temporary folders that outlive each test (restarts read them back):
@@ -14,7 +16,7 @@ scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 
-stages=(fmt clippy readme-run test fuzz interop)
+stages=(fmt clippy readme-run test fuzz interop java-reference)
 declare -A what=(
     [fmt]="cargo fmt --check"
     [clippy]="cargo clippy, warnings denied"
@@ -22,6 +24,7 @@ declare -A what=(
     [test]="cargo test: unit, wire and real-binary tests"
     [fuzz]="a few seconds of each fuzz target"
     [interop]="the rocketmq-rust broker and client against rocketns"
+    [java-reference]="the Java NameServer 5.3.3 answers the corpus as recorded (and 5.5.0 is compared)"
 )
 
 run_stage() {
@@ -32,6 +35,7 @@ run_stage() {
         test) cargo test --all-targets 2>&1 | tee "$scratch/cargo-test.log" ;;
         fuzz) bash tests/fuzz-smoke.sh ;;
         interop) bash tests/interop/run.sh ;;
+        java-reference) bash tests/java/reference.sh ;;
     esac
 }
 

@@ -200,7 +200,7 @@ if ! command -v ip >/dev/null || ! command -v unshare >/dev/null || ! command -v
     apt-get update -qq && apt-get install -y -qq iproute2 util-linux openssl
 fi
 if ! cargo install --list | grep -q '^rocketmq-broker v1\.0\.0:'; then
-    echo "interop: installing rocketmq-broker 1.0.0 from crates.io (about 8 minutes on 2 cores)"
+    echo "interop: installing rocketmq-broker 1.0.0 from crates.io (about 12 minutes on 2 cores)"
     CARGO_TARGET_DIR="$CACHE/target" cargo install rocketmq-broker@1.0.0 --locked
 fi
 echo "interop: building the client program"
