@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The Java NameServer as the reference, live: starts the Java NameServer 5.3.3 (jars from tests/java/fetch.sh)
+# in a loopback-only network namespace and checks that it answers the corpus of tests/java_reference.rs as
+# recorded in tests/fixtures/java-5.3.3/corpus.jsonl (which plain `cargo test` holds rocketns to); then runs
+# the same corpus against the newest 5.x that Maven serves (5.5.0, fastjson2) and prints where it differs
+# from 5.3.3, without failing. Needs root (unshare --net).
+#   tests/java/reference.sh            # check
+#   RECORD=1 tests/java/reference.sh   # record the 5.3.3 fixture anew (then review the diff)
+#   INTEROP_KEEP=DIR                   # keep the Java NameServers' logs in DIR
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+NEWEST=5.5.0
+
+if [ "${1:-}" != inner ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "java: needs root for a private network namespace (unshare --net)" >&2
+        exit 1
+    fi
+    JARS_REFERENCE=$("$ROOT/tests/java/fetch.sh" 5.3.3)
+    JARS_NEWEST=$("$ROOT/tests/java/fetch.sh" "$NEWEST")
+    export JARS_REFERENCE JARS_NEWEST
+    cargo test --quiet --no-run --manifest-path "$ROOT/Cargo.toml" --test java_reference 2> /dev/null
+    exec unshare --net -- bash "${BASH_SOURCE[0]}" inner
+fi
+
+ip link set lo up
+work=$(mktemp -d)
+java_pid=""
+cleanup() {
+    [ -n "$java_pid" ] && kill "$java_pid" 2> /dev/null && wait "$java_pid" 2> /dev/null
+    if [ -n "${INTEROP_KEEP:-}" ]; then mkdir -p "$INTEROP_KEEP" && cp "$work"/*.log "$INTEROP_KEEP"/ 2> /dev/null; fi
+    rm -rf "$work"
+    return 0
+}
+trap cleanup EXIT
+
+# start_java VERSION JARS PORT: a fresh Java NameServer (its own home, so no KV file from before).
+start_java() {
+    printf 'listenPort=%s\n' "$3" > "$work/ns-$1.properties"
+    ROCKETMQ_HOME="$work" java -Xms256m -Xmx256m -Duser.home="$work/home-$1" -cp "$2/*" \
+        org.apache.rocketmq.namesrv.NamesrvStartup -c "$work/ns-$1.properties" > "$work/java-namesrv-$1.log" 2>&1 &
+    java_pid=$!
+    for _ in $(seq 600); do
+        (exec 3<> "/dev/tcp/127.0.0.1/$3") 2> /dev/null && return 0
+        sleep 0.1
+    done
+    echo "java: the Java NameServer $1 did not start; its log:" >&2
+    tail -n 20 "$work/java-namesrv-$1.log" >&2
+    return 1
+}
+
+stop_java() {
+    kill "$java_pid" && wait "$java_pid" 2> /dev/null || true
+    java_pid=""
+}
+
+corpus() { # VERSION PORT [extra env]
+    env ROCKETNS_JAVA_NAMESRV="127.0.0.1:$2" ROCKETNS_JAVA_VERSION="$1" "${@:3}" \
+        cargo test --quiet --manifest-path "$ROOT/Cargo.toml" --test java_reference -- \
+        --ignored --exact java_answers_the_corpus_as_recorded --nocapture 2>&1 | grep -vE '^(running|$)'
+}
+
+start_java 5.3.3 "$JARS_REFERENCE" 19876
+if [ -n "${RECORD:-}" ]; then
+    corpus 5.3.3 19876 ROCKETNS_JAVA_RECORD=1
+else
+    corpus 5.3.3 19876
+fi
+stop_java
+echo "java: Java 5.3.3 answers the corpus as recorded"
+
+start_java "$NEWEST" "$JARS_NEWEST" 19877
+corpus "$NEWEST" 19877 ROCKETNS_JAVA_REPORT_ONLY=1
+stop_java
