@@ -3,8 +3,9 @@
 # `cargo run -- -p`, so that it cannot break unseen), unit and wire tests (cargo test, benches built and run
 # once in test mode, rocketns against the recorded replies of the Java NameServer), a few seconds of each
 # fuzz target (tests/fuzz-smoke.sh), real third-party RocketMQ software against rocketns
-# (tests/interop/run.sh), and the live Java NameServer against its recorded replies (tests/java/reference.sh);
-# the last two need root. Each stage's result is printed as it ends; the last line counts the stages:
+# (tests/interop/run.sh), the live Java NameServer against its recorded replies (tests/java/reference.sh),
+# and Java brokers and mqadmin with rocketns beside the Java NameServer (tests/java/side-by-side.sh); the
+# last three need root. Each stage's result is printed as it ends; the last line counts the stages:
 # `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are named. The
 # first run on a fresh machine installs cargo-fuzz, the rocketmq-rust broker and the Java RocketMQ jars, and
 # builds the interop client (README, "Before you start").
@@ -16,7 +17,7 @@ scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 
-stages=(fmt clippy readme-run test fuzz interop java-reference)
+stages=(fmt clippy readme-run test fuzz interop java-reference java-side-by-side)
 declare -A what=(
     [fmt]="cargo fmt --check"
     [clippy]="cargo clippy, warnings denied"
@@ -25,6 +26,7 @@ declare -A what=(
     [fuzz]="a few seconds of each fuzz target"
     [interop]="the rocketmq-rust broker and client against rocketns"
     [java-reference]="the Java NameServer 5.3.3 answers the corpus as recorded (and 5.5.0 is compared)"
+    [java-side-by-side]="Java 5.3.3 and 4.9.7 brokers and mqadmin, rocketns beside the Java NameServer"
 )
 
 run_stage() {
@@ -36,6 +38,7 @@ run_stage() {
         fuzz) bash tests/fuzz-smoke.sh ;;
         interop) bash tests/interop/run.sh ;;
         java-reference) bash tests/java/reference.sh ;;
+        java-side-by-side) bash tests/java/side-by-side.sh ;;
     esac
 }
 
