@@ -121,6 +121,13 @@ fn register_with_body(cmd: RemotingCommand, body: &'static str) -> RemotingComma
     with_ext(with_body(cmd, body), &[("bodyCrc32", &crc)])
 }
 
+/// QUERY_DATA_VERSION from broker `b`, reporting DataVersion `counter`.
+fn query_data_version(b: &Broker<'_>, counter: i64) -> RemotingCommand {
+    let id = b.id.to_string();
+    let ext = [("brokerAddr", b.addr), ("clusterName", b.cluster), ("brokerName", b.name), ("brokerId", &id)];
+    with_body(request(322, &ext), dv(counter).to_json())
+}
+
 fn state_version(counter: i64, state: i64) -> rocketns::protocol::DataVersion {
     rocketns::protocol::DataVersion { state_version: state, ..dv(counter) }
 }
@@ -177,26 +184,8 @@ fn corpus() -> Vec<Step> {
         step("has-unit-sub-ununit topics", request(313, &[])),
         step("broker member group", request(901, &[("clusterName", "DefaultCluster"), ("brokerName", "broker-a")])),
         // Broker bookkeeping.
-        step(
-            "query data version, same",
-            with_body(
-                request(
-                    322,
-                    &[("brokerAddr", A.addr), ("clusterName", A.cluster), ("brokerName", A.name), ("brokerId", "0")],
-                ),
-                dv(1).to_json(),
-            ),
-        ),
-        step(
-            "query data version, changed",
-            with_body(
-                request(
-                    322,
-                    &[("brokerAddr", A.addr), ("clusterName", A.cluster), ("brokerName", A.name), ("brokerId", "0")],
-                ),
-                dv(2).to_json(),
-            ),
-        ),
+        step("query data version, same", query_data_version(&A, 1)),
+        step("query data version, changed", query_data_version(&A, 2)),
         step("register master b with a wrong CRC", wrong_crc),
         step(
             "register without brokerName",
