@@ -51,6 +51,8 @@ fn four_brokers_register_whole_tables_of_100k_topics_at_first_try() {
                 let request = register_request(&Broker::new("c", &name, 0, &broker_addr), dv(1), &topics);
                 assert!(request.body.len() > 15_000_000, "{} bytes", request.body.len());
                 let mut stream = TcpStream::connect(&addr).unwrap();
+                // A stalled server fails the test instead of hanging it.
+                stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
                 let reply = blocking_request(&mut stream, &request).expect("a reply, not a closed connection");
                 assert_eq!(reply.code, 0, "{name}: {:?}", reply.remark);
                 // The connection stays open: closing it would remove the broker.
@@ -97,6 +99,7 @@ fn a_flood_of_slow_large_frames_stays_within_the_budget() {
     let first = [("TopicA", 8, 6), ("TopicB", 8, 6)];
     assert_eq!(blocking_request(&mut broker_conn, &register_request(&broker, dv(1), &first)).unwrap().code, 0);
     let mut client = TcpStream::connect(&addr).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let rss_before = proc_status_kb(server.id(), "VmRSS:");
 
     let stop = Arc::new(AtomicBool::new(false));
