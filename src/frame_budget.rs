@@ -62,10 +62,6 @@ impl FrameBudget {
         FrameBudget { room: Arc::new(Semaphore::new(capacity)), capacity, metrics }
     }
 
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// Waits, in arrival order, until there is room for `len` bytes. Callers bound the wait with the frame's
     /// deadline.
     pub async fn reserve(&self, len: usize) -> Reservation {
