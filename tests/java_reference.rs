@@ -116,8 +116,9 @@ fn with_ext(mut cmd: RemotingCommand, pairs: &[(&str, &str)]) -> RemotingCommand
 const OLD_BROKER_BODY: &str = r#"{"dataVersion":{"counter":1,"timestamp":1700000000000},"topicConfigTable":{"TopicD":{"perm":6,"readQueueNums":2,"topicName":"TopicD","writeQueueNums":2},"TopicD2":{"perm":4,"readQueueNums":1,"topicName":"TopicD2","writeQueueNums":1}}}"#;
 
 /// A registration with another body, and that body's CRC.
-fn register_with_body(cmd: RemotingCommand, body: &'static str) -> RemotingCommand {
-    let crc = (crc32fast::hash(body.as_bytes()) & 0x7FFF_FFFF).to_string();
+fn register_with_body(cmd: RemotingCommand, body: impl Into<Bytes>) -> RemotingCommand {
+    let body = body.into();
+    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
     with_ext(with_body(cmd, body), &[("bodyCrc32", &crc)])
 }
 
@@ -140,13 +141,8 @@ fn route(topic: &str, version: i32) -> RemotingCommand {
 fn compressed_register(b: &Broker<'_>, counter: i64, topics: &[(&str, i32, i32)]) -> RemotingCommand {
     let configs: Vec<TopicConfig> = topics.iter().map(|(n, q, p)| TopicConfig::new(*n, *q, *q, *p)).collect();
     let body = rocketns::protocol::register_body::encode_compressed(&dv(counter), &configs, &[]);
-    let mut cmd = register_request(b, dv(counter), topics);
-    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
-    let ext = cmd.ext_fields.get_or_insert_with(ExtFields::new);
-    ext.insert("compressed", "true");
-    ext.insert("bodyCrc32", &crc);
-    cmd.body = Bytes::from(body);
-    cmd
+    let cmd = with_ext(register_request(b, dv(counter), topics), &[("compressed", "true")]);
+    register_with_body(cmd, body)
 }
 
 fn corpus() -> Vec<Step> {
