@@ -34,19 +34,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_java VERSION JARS PORT: a fresh Java NameServer (its own home, so no KV file from before).
+# shellcheck source=tests/java/lib.sh
+. "$ROOT/tests/java/lib.sh"
+
+# start_java VERSION JARS PORT
 start_java() {
-    printf 'listenPort=%s\n' "$3" > "$work/ns-$1.properties"
-    ROCKETMQ_HOME="$work" java -Xms256m -Xmx256m -Duser.home="$work/home-$1" -cp "$2/*" \
-        org.apache.rocketmq.namesrv.NamesrvStartup -c "$work/ns-$1.properties" > "$work/java-namesrv-$1.log" 2>&1 &
-    java_pid=$!
-    for _ in $(seq 600); do
-        (exec 3<> "/dev/tcp/127.0.0.1/$3") 2> /dev/null && return 0
-        sleep 0.1
-    done
-    echo "java: the Java NameServer $1 did not start; its log:" >&2
-    tail -n 20 "$work/java-namesrv-$1.log" >&2
-    return 1
+    start_java_namesrv "$1" "$2" "$3" "$work" || return 1
+    java_pid=$JAVA_NAMESRV_PID
 }
 
 stop_java() {

@@ -49,20 +49,16 @@ JDK17="--add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/sun.
     --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED
     --add-exports=java.base/jdk.internal.ref=ALL-UNNAMED"
 
-wait_port() {
-    for _ in $(seq 600); do (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.1; done
-    return 1
-}
+# shellcheck source=tests/java/lib.sh
+. "$ROOT/tests/java/lib.sh"
 
 # The two NameServers.
-printf 'listenPort=19876\n' > "$work/java-ns.properties"
-java -Xms256m -Xmx256m -Duser.home="$work/java-ns" -cp "$JARS5/*" org.apache.rocketmq.namesrv.NamesrvStartup \
-    -c "$work/java-ns.properties" > "$work/java-namesrv.log" 2>&1 &
-pids+=($!)
+start_java_namesrv 5.3.3 "$JARS5" 19876 "$work" || exit 1
+pids+=("$JAVA_NAMESRV_PID")
 printf 'bindAddress=127.0.0.1\nlistenPort=19877\nkvConfigPath=%s/rocketns/kvConfig.json\n' "$work" > "$work/rocketns.properties"
 RUST_LOG=info "$ROOT/target/debug/rocketns" -c "$work/rocketns.properties" > "$work/rocketns.log" 2>&1 &
 pids+=($!)
-wait_port 19876 && wait_port 19877 || { echo "java: a NameServer did not start"; tail -n 20 "$work"/*.log; exit 1; }
+wait_port 19877 || { echo "java: rocketns did not start"; tail -n 20 "$work/rocketns.log"; exit 1; }
 
 # broker NAME VERSION JARS PORT EXTRA...: a small broker registering with both NameServers.
 broker() {
