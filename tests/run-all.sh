@@ -4,8 +4,10 @@
 # once in test mode, rocketns against the recorded replies of the Java NameServer), a few seconds of each
 # fuzz target (tests/fuzz-smoke.sh), real third-party RocketMQ software against rocketns
 # (tests/interop/run.sh), the live Java NameServer against its recorded replies (tests/java/reference.sh),
-# and Java brokers and mqadmin with rocketns beside the Java NameServer (tests/java/side-by-side.sh); the
-# last three need root. Each stage's result is printed as it ends; the last line counts the stages:
+# Java brokers and mqadmin with rocketns beside the Java NameServer (tests/java/side-by-side.sh), Java and Go
+# clients through brokers found via rocketns (tests/java/clients.sh), a 5.x acting-master pair
+# (tests/java/acting-master.sh) and signed broker and mqadmin requests (tests/java/signing.sh); the last six
+# need root. Each stage's result is printed as it ends; the last line counts the stages:
 # `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are named. The
 # first run on a fresh machine installs cargo-fuzz, the rocketmq-rust broker and the Java RocketMQ jars, and
 # builds the interop client (README, "Before you start").
@@ -17,7 +19,8 @@ scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 
-stages=(fmt clippy readme-run test fuzz interop java-reference java-side-by-side)
+stages=(fmt clippy readme-run test fuzz interop java-reference java-side-by-side java-clients java-acting-master
+    java-signing)
 declare -A what=(
     [fmt]="cargo fmt --check"
     [clippy]="cargo clippy, warnings denied"
@@ -27,6 +30,9 @@ declare -A what=(
     [interop]="the rocketmq-rust broker and client against rocketns"
     [java-reference]="the Java NameServer 5.3.3 answers the corpus as recorded (and 5.5.0 is compared)"
     [java-side-by-side]="Java 5.3.3 and 4.9.7 brokers and mqadmin, rocketns beside the Java NameServer"
+    [java-clients]="Java 5.3.3, Java 4.9.7 and Go clients, 1,000 messages each, via rocketns"
+    [java-acting-master]="a Java 5.3.3 master/slave pair with an acting master, beside the Java NameServer"
+    [java-signing]="a signing Java 5.3.3 broker and mqadmin against rocketns with aclEnable"
 )
 
 run_stage() {
@@ -39,6 +45,9 @@ run_stage() {
         interop) bash tests/interop/run.sh ;;
         java-reference) bash tests/java/reference.sh ;;
         java-side-by-side) bash tests/java/side-by-side.sh ;;
+        java-clients) bash tests/java/clients.sh ;;
+        java-acting-master) bash tests/java/acting-master.sh ;;
+        java-signing) bash tests/java/signing.sh ;;
     esac
 }
 
@@ -75,8 +84,8 @@ echo
 echo "== summary"
 for stage in "${stages[@]}"; do
     case ${result[$stage]} in
-        SKIP) printf '%s  %-10s not run: an earlier stage failed\n' SKIP "$stage" ;;
-        *) printf '%s  %-10s %4d s  %s\n' "${result[$stage]}" "$stage" "${took[$stage]}" "$(detail "$stage")" ;;
+        SKIP) printf '%s  %-18s not run: an earlier stage failed\n' SKIP "$stage" ;;
+        *) printf '%s  %-18s %4d s  %s\n' "${result[$stage]}" "$stage" "${took[$stage]}" "$(detail "$stage")" ;;
     esac
 done
 echo "stages: $passed passed, $failed failed, $skipped skipped"

@@ -1,5 +1,48 @@
-# Shared by tests/java/reference.sh and side-by-side.sh (sourced inside their network namespace): waiting
-# for a port, and starting a fresh Java NameServer.
+# Shared by the scripts of tests/java (sourced): entering a loopback-only network namespace, a scratch folder
+# on a tmpfs, and starting NameServers (Java and rocketns), Java brokers and mqadmin inside it.
+
+# enter_sandbox SCRIPT ARGS...: outside the namespace (no "inner" argument), checks for root and re-runs
+# SCRIPT inside a new network and mount namespace with "inner" as its argument; inside, returns. What the
+# script needs from outside (jars, builds) it prepares before calling this, and exports.
+enter_sandbox() {
+    local script=$1
+    [ "${2:-}" = inner ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        echo "java: needs root for a private network namespace (unshare --net)" >&2
+        exit 1
+    fi
+    exec unshare --net --mount -- bash "$script" inner
+}
+
+# sandbox_setup: loopback up; `work`, a scratch folder on a tmpfs (a broker refuses writes to a nearly full
+# disk, and nothing is left behind) that is ROCKETMQ_HOME too; `pids`, killed at exit; the logs copied to
+# $INTEROP_KEEP at exit when it is set. 4.x brokers read their logging setup from $ROCKETMQ_HOME/conf (5.x
+# ones carry theirs): warnings only, to their log.
+sandbox_setup() {
+    ip link set lo up
+    work=$(mktemp -d)
+    mount -t tmpfs -o size=2g,mode=0700 rocketns-java "$work" || echo "java: no tmpfs, using $work on disk"
+    pids=()
+    trap sandbox_cleanup EXIT
+    export ROCKETMQ_HOME="$work"
+    mkdir -p "$work/conf"
+    cat > "$work/conf/logback_broker.xml" << 'XML'
+<configuration>
+  <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{30} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="OUT"/></root>
+</configuration>
+XML
+}
+
+sandbox_cleanup() {
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null || true; done
+    wait 2> /dev/null || true
+    if [ -n "${INTEROP_KEEP:-}" ]; then mkdir -p "$INTEROP_KEEP" && cp -r "$work"/*.log "$work"/*.conf "$work"/*-logs "$INTEROP_KEEP"/ 2> /dev/null; fi
+    umount --lazy "$work" 2> /dev/null || true
+    rm -rf "$work"
+}
 
 # wait_port PORT: until something listens on 127.0.0.1:PORT (at most a minute).
 wait_port() {
@@ -10,12 +53,12 @@ wait_port() {
     return 1
 }
 
-# start_java_namesrv NAME JARS PORT DIR: a Java NameServer with only `listenPort` set and its own home under
-# DIR (so no KV file from before), logging to DIR/java-namesrv-NAME.log; its pid in JAVA_NAMESRV_PID. Fails,
-# showing the log's end, if it does not listen.
+# start_java_namesrv NAME JARS PORT DIR [KEY=VALUE...]: a Java NameServer with `listenPort` and the given
+# settings and its own home under DIR (so no KV file from before), logging to DIR/java-namesrv-NAME.log; its
+# pid in JAVA_NAMESRV_PID. Fails, showing the log's end, if it does not listen.
 start_java_namesrv() {
     local name=$1 jars=$2 port=$3 dir=$4
-    printf 'listenPort=%s\n' "$port" > "$dir/ns-$name.properties"
+    printf '%s\n' "listenPort=$port" "${@:5}" > "$dir/ns-$name.properties"
     ROCKETMQ_HOME="$dir" java -Xms256m -Xmx256m -Duser.home="$dir/home-$name" -cp "$jars/*" \
         org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/ns-$name.properties" > "$dir/java-namesrv-$name.log" 2>&1 &
     JAVA_NAMESRV_PID=$!
@@ -23,4 +66,61 @@ start_java_namesrv() {
     echo "java: the Java NameServer $name did not start; its log:" >&2
     tail -n 20 "$dir/java-namesrv-$name.log" >&2
     return 1
+}
+
+# start_rocketns PORT [KEY=VALUE...]: the debug build of rocketns (built by the caller) with those settings
+# and its KV file in $work, logging to $work/rocketns-PORT.log; its pid added to `pids`.
+start_rocketns() {
+    local port=$1
+    printf '%s\n' bindAddress=127.0.0.1 "listenPort=$port" "kvConfigPath=$work/rocketns-$port/kvConfig.json" \
+        "${@:2}" > "$work/rocketns-$port.properties"
+    RUST_LOG=info "$ROOT/target/debug/rocketns" -c "$work/rocketns-$port.properties" > "$work/rocketns-$port.log" 2>&1 &
+    pids+=($!)
+    wait_port "$port" && return 0
+    echo "java: rocketns did not start on $port; its log:" >&2
+    tail -n 20 "$work/rocketns-$port.log" >&2
+    return 1
+}
+
+# The options a broker needs on JDK 17 (4.9.x: jdk.internal.ref too).
+JDK17="--add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+    --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED
+    --add-exports=java.base/jdk.internal.ref=ALL-UNNAMED"
+
+# broker NAME JARS PORT NAMESRV_ADDR [KEY=VALUE...]: a small master (the settings may override that) in
+# cluster DefaultCluster registering with NAMESRV_ADDR (`a;b` for several), its store and home under
+# $work/NAME, logging to $work/NAME.log; its pid in BROKER_PID and added to `pids`. A broker also listens
+# on PORT-2 and PORT+1: space them 4 or more apart.
+broker() {
+    local name=$1 jars=$2 port=$3 namesrv=$4
+    mkdir -p "$work/$name"
+    {
+        printf 'brokerClusterName=DefaultCluster\nbrokerName=%s\nbrokerId=0\nbrokerRole=ASYNC_MASTER\n' "$name"
+        printf 'flushDiskType=ASYNC_FLUSH\nlistenPort=%s\nbrokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n' "$port"
+        printf 'namesrvAddr=%s\nstorePathRootDir=%s/%s/store\nautoCreateTopicEnable=true\n' "$namesrv" "$work" "$name"
+        printf 'mappedFileSizeCommitLog=16777216\nmappedFileSizeConsumeQueue=60000\nmaxHashSlotNum=5000\nmaxIndexNum=20000\n'
+        printf 'timerWheelEnable=false\ndiskMaxUsedSpaceRatio=95\n'
+        printf '%s\n' "${@:5}"
+    } > "$work/$name.conf"
+    # shellcheck disable=SC2086
+    java -Xms256m -Xmx256m -XX:MaxDirectMemorySize=256m $JDK17 -Duser.home="$work/$name" -cp "$jars/*" \
+        org.apache.rocketmq.broker.BrokerStartup -c "$work/$name.conf" > "$work/$name.log" 2>&1 &
+    BROKER_PID=$!
+    pids+=("$BROKER_PID")
+}
+
+# mqadmin ARGS...: the 5.3.3 mqadmin ($JARS5), a JVM per command. It exits 0 even when the command failed,
+# so its output is what callers look at; Logback's status lines are left out.
+mqadmin() {
+    java -Xms64m -Xmx256m -Duser.home="$work/mqadmin" -cp "$JARS5/*" \
+        org.apache.rocketmq.tools.command.MQAdminStartup "$@" 2>&1 \
+        | grep -vE '^$|^[0-9:,]+ \|-' || true
+}
+
+# show_logs: the end of every log of the run, without stack frames and INFO lines, for a failure.
+show_logs() {
+    for f in "$work"/*.log; do
+        echo "--- $f"
+        grep -vE '^\s+at |INFO' "$f" | tail -n 15
+    done
 }
