@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# One comparison run: the echo limit, rocketns and the rocketmq-rust NameServer (crates.io rocketmq-namesrv
-# 1.0.0) under the same loads, on this machine, in one go. Prints a markdown table and writes it, with the
-# raw JSON lines, to perf/results/. Runs inside a private network namespace with only loopback (the
-# rocketmq-rust NameServer dials the machine's interface address every 30 s); needs root.
+# One comparison run: the echo limit, rocketns, the rocketmq-rust NameServer (crates.io rocketmq-namesrv
+# 1.0.0) and the Java NameServer 5.3.3 (the server users replace; jars from tests/java/fetch.sh, run with
+# the JVM options of its shipped bin/runserver.sh) under the same loads, on this machine, in one go; then
+# each server's start-to-first-answer. Prints a markdown table and writes it, with the raw JSON lines, to
+# perf/results/. Runs inside a private network namespace with only loopback (the rocketmq-rust NameServer
+# dials the machine's interface address every 30 s); needs root.
 #
 #   perf/compare.sh                 # every scenario, 10 s each
 #   DURATION=3 perf/compare.sh      # shorter
 #   SCENARIOS="anchor churn" perf/compare.sh
-#   SERVERS="echo rocketns" perf/compare.sh   # leave out the rocketmq-rust NameServer (and its install)
+#   SERVERS="echo rocketns" perf/compare.sh   # leave out the others (and their installs)
+#   JAVA_WARMUP=20                  # seconds of load before the Java NameServer is measured (JIT; see
+#                                   # perf/README.md for how long it takes); the others get 1 s
 #
 # Brokers register as a default Java broker does: the whole topic table in one REGISTER_BROKER.
 set -euo pipefail
@@ -17,7 +21,12 @@ CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 OUT=${OUT:-$ROOT/perf/results}
 DURATION=${DURATION:-10}
 SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k"}
-SERVERS=${SERVERS:-"echo rocketns rocketmq-rust"}
+SERVERS=${SERVERS:-"echo rocketns rocketmq-rust java"}
+JAVA_WARMUP=${JAVA_WARMUP:-20}
+# bin/runserver.sh of Java RocketMQ 5.x on Java 9 and later, without its GC log.
+JAVA_RUNSERVER_OPTS="-server -Xms4g -Xmx4g -XX:MetaspaceSize=128m -XX:MaxMetaspaceSize=320m -XX:+UseG1GC
+    -XX:G1HeapRegionSize=16m -XX:G1ReservePercent=25 -XX:InitiatingHeapOccupancyPercent=30
+    -XX:SoftRefLRUPolicyMSPerMB=0 -XX:-OmitStackTraceInFastThrow -XX:-UseLargePages"
 # The load generator gets one core and the server the other (2-core machines); override on bigger ones.
 GEN_CPUS=${GEN_CPUS:-0}
 SERVER_CPUS=${SERVER_CPUS:-1}
@@ -40,17 +49,26 @@ inner() {
         [churn]="4 1000 4 16 bump"
         [100k]="4 100000 4 16 off"
     )
-    start_server() { # name port → pid
+    # server_cmd NAME PORT BROKERS: the command line of a server listening on PORT, in the array `cmd`.
+    server_cmd() {
         case $1 in
-            echo) taskset -c "$SERVER_CPUS" "$loadgen" echo --listen "127.0.0.1:$2" --brokers "$3" > /dev/null 2>&1 & ;;
+            echo) cmd=("$loadgen" echo --listen "127.0.0.1:$2" --brokers "$3") ;;
             rocketns) printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-%s.json\nwarmRestart=false\n' "$2" "$work" "$2" > "$work/ns-$2.properties"
-                      RUST_LOG=warn taskset -c "$SERVER_CPUS" "$rocketns" -c "$work/ns-$2.properties" > "$work/rocketns.log" 2>&1 & ;;
-            rocketmq-rust) ROCKETMQ_HOME="$work/home" HOME="$work/home" taskset -c "$SERVER_CPUS" "$rmq" --listenPort "$2" --bindAddress 127.0.0.1 \
-                      --kvConfigPath "$work/rmq-kv-$2.json" --log-filter warn > "$work/rmq.log" 2>&1 & ;;
+                      cmd=(env RUST_LOG=warn "$rocketns" -c "$work/ns-$2.properties") ;;
+            rocketmq-rust) cmd=(env ROCKETMQ_HOME="$work/home" HOME="$work/home" "$rmq" --listenPort "$2" --bindAddress 127.0.0.1
+                      --kvConfigPath "$work/rmq-kv-$2.json" --log-filter warn) ;;
+            java) printf 'listenPort=%s\n' "$2" > "$work/java-$2.properties"
+                  # shellcheck disable=SC2206
+                  cmd=(env ROCKETMQ_HOME="$work/home" java $JAVA_RUNSERVER_OPTS -Duser.home="$work/java-home-$2" -cp "$JARS5/*"
+                      org.apache.rocketmq.namesrv.NamesrvStartup -c "$work/java-$2.properties") ;;
         esac
+    }
+    start_server() { # name port brokers → pid
+        server_cmd "$@"
+        taskset -c "$SERVER_CPUS" "${cmd[@]}" > "$work/$1.log" 2>&1 &
         echo $!
     }
-    wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+    wait_port() { for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
     local port=20000
     for scenario in $SCENARIOS; do
         read -r brokers topics conns inflight churn <<< "${spec[$scenario]}"
@@ -61,18 +79,27 @@ inner() {
             local line
             line=$(taskset -c "$GEN_CPUS" "$loadgen" run --addr "127.0.0.1:$port" --brokers "$brokers" --topics "$topics" \
                 --connections "$conns" --in-flight "$inflight" --churn "$([ "$server" = echo ] && echo off || echo "$churn")" \
-                --duration "$DURATION" --warmup 1 --label "$scenario/$server" | tail -n 1) || true
+                --duration "$DURATION" --warmup "$([ "$server" = java ] && echo "$JAVA_WARMUP" || echo 1)" \
+                --label "$scenario/$server" | tail -n 1) || true
             local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-            kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+            kill "$pid" 2>/dev/null || true
+            # Gone before the next server starts (a JVM takes a moment to stop).
+            for _ in $(seq 100); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
             echo "${line%\}},\"server\":\"$server\",\"scenario\":\"$scenario\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
             echo "$scenario/$server: $line, peak RSS ${rss} kB" >&2
         done
     done
-    port=$((port + 1))
-    local startup
-    # A cold start: no route file of an earlier scenario to restore.
-    printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-start.json\nwarmRestart=false\n' "$port" "$work" > "$work/start.properties"
-    startup=$("$loadgen" startup --addr "127.0.0.1:$port" -- "$rocketns" -c "$work/start.properties" | tail -n 1)
+    # Start to first answer, a cold start of each NameServer: no route file of an earlier scenario to restore.
+    local startup="{}"
+    for server in $SERVERS; do
+        [ "$server" = echo ] && continue
+        port=$((port + 1))
+        server_cmd "$server" "$port" 1
+        local ms
+        ms=$(taskset -c "$SERVER_CPUS" "$loadgen" startup --addr "127.0.0.1:$port" -- "${cmd[@]}" | tail -n 1) || true
+        echo "startup/$server: $ms" >&2
+        startup=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d[sys.argv[2]]=json.loads(sys.argv[3] or "null"); print(json.dumps(d))' "$startup" "$server" "$ms")
+    done
     python3 "$ROOT/perf/table.py" "$json" "$startup" "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" > "$table"
     cat "$table"
 }
@@ -88,6 +115,10 @@ fi
 if [[ " $SERVERS " == *" rocketmq-rust "* ]] && ! cargo install --list | grep -q '^rocketmq-namesrv v1\.0\.0:'; then
     echo "compare: installing rocketmq-namesrv 1.0.0 from crates.io (several minutes on 2 cores)"
     CARGO_TARGET_DIR="$CACHE/target" cargo install rocketmq-namesrv@1.0.0 --locked
+fi
+if [[ " $SERVERS " == *" java "* ]]; then
+    JARS5=$("$ROOT/tests/java/fetch.sh" 5.3.3)
+    export JARS5
 fi
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns --bin rocketns-loadgen
 exec unshare --net -- bash "${BASH_SOURCE[0]}" inner

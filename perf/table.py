@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Turns perf/compare.sh's JSON lines into the markdown table of PERFORMANCE.md."""
+"""Turns perf/compare.sh's JSON lines into the markdown tables of perf/README.md.
+
+    table.py RESULTS.jsonl STARTUP_JSON CORES CPU
+STARTUP_JSON maps each server to the load generator's `startup` line ({"startup_ms": ...}) or null."""
 import json
 import sys
 
@@ -19,7 +22,7 @@ print(f"Machine: {cores} cores ({cpu}); load generator and server pinned to sepa
 print("| scenario | server | requests/s | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
 # Servers left out of the run (compare.sh's SERVERS) get no rows.
-servers = [x for x in ("echo", "rocketns", "rocketmq-rust") if any(r["server"] == x for r in rows)]
+servers = [x for x in ("echo", "rocketns", "rocketmq-rust", "java") if any(r["server"] == x for r in rows)]
 for s in scenarios:
     for server in servers:
         r = by.get((s, server))
@@ -28,16 +31,23 @@ for s in scenarios:
             continue
         print(f"| {s} | {server} | {r['rps']:.0f} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | {r['errors']} | {r['peak_rss_kb'] / 1024:.1f} |")
 print()
-print("| scenario | rocketns / echo (throughput) | rocketns / rocketmq-rust (throughput) | p99 rocketns / rocketmq-rust | RSS rocketns / rocketmq-rust |")
-print("|---|---:|---:|---:|---:|")
+print("Ratios of rocketns to each other server in the same scenario (throughput: higher is better for rocketns;")
+print("p99 and peak RSS: lower is better).\n")
+print("| scenario | throughput / echo | throughput / Java | p99 / Java | RSS / Java | throughput / rocketmq-rust | p99 / rocketmq-rust | RSS / rocketmq-rust |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for s in scenarios:
-    e, n, m = by.get((s, "echo"), {}), by.get((s, "rocketns"), {}), by.get((s, "rocketmq-rust"), {})
-    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")
+    e, n, m, j = (by.get((s, x), {}) for x in ("echo", "rocketns", "rocketmq-rust", "java"))
+    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), j.get('rps'))} | "
+          f"{ratio(n.get('p99_us'), j.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), j.get('peak_rss_kb'))} | "
+          f"{ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | "
+          f"{ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")
 quiet, churn = by.get(("reference", "rocketns"), {}), by.get(("churn", "rocketns"), {})
 if quiet.get("rps") and churn.get("rps"):
     print(f"\nUnder churn (every broker re-registering its 1000 topics with a new DataVersion every 100 ms, 300 times "
           f"a real broker's 30 s period): "
           f"{churn['rps']:.0f} requests/s, {churn['rps'] / quiet['rps']:.2f} × the quiet {quiet['rps']:.0f}; "
           f"{churn.get('registrations', 0)} full re-registrations in {churn['seconds']:.0f} s.")
-if startup:
-    print(f"\nrocketns start to first answer: {startup['startup_ms']:.1f} ms.")
+started = {k: v["startup_ms"] for k, v in startup.items() if v}
+if started:
+    print("\nStart to first answer (a cold start, no routes): "
+          + ", ".join(f"{k} {v:.1f} ms" for k, v in started.items()) + ".")
