@@ -15,11 +15,7 @@ SLAVE=127.0.0.1:10915
 
 # shellcheck source=tests/java/lib.sh
 . "$ROOT/tests/java/lib.sh"
-if [ "${1:-}" != inner ]; then
-    JARS5=$("$ROOT/tests/java/fetch.sh" 5.3.3)
-    export JARS5
-    cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
-fi
+[ "${1:-}" = inner ] || prepare_java 5.3.3
 enter_sandbox "${BASH_SOURCE[0]}" "$@"
 sandbox_setup
 
@@ -34,15 +30,8 @@ master_pid=$BROKER_PID
 # broker() names the conf and store after its first argument; the slave is broker-a too, by its settings.
 broker broker-a-slave "$JARS5" 10915 "$JAVA_NS;$ROCKETNS" "${pair[@]}" brokerName=broker-a brokerId=1 brokerRole=SLAVE
 
-# What mqadmin prints for the route or the cluster, normalized as side-by-side.sh does (addresses of the
-# NameServers, runtime figures, HashMap order).
-normalize() {
-    sed -E -e "s/$JAVA_NS|$ROCKETNS/NAMESRV/g" -e 's/(^|[^.0-9])[0-9]+\.[0-9]+([^.0-9]|$)/\1N\2/g' \
-        | python3 "$ROOT/tests/java/canonical.py"
-}
-route_of() { mqadmin topicRoute -t broker-a -n "$1" | normalize; }
+route_of() { mqadmin topicRoute -t broker-a -n "$1" | normalize_mqadmin; }
 
-pass=0 fail=0
 # same_route WHAT EXPECTED_ADDRS: both NameServers give the same route of topic broker-a, and its broker
 # addresses are EXPECTED_ADDRS (as `"id":"addr",...` in the canonical JSON). A broker's state changes reach
 # the two NameServers a moment apart, so this asks again for up to 40 s before it fails.
@@ -54,14 +43,10 @@ same_route() {
         [ "$java" = "$ours" ] && [ "$addrs" = "\"brokerAddrs\":{$expected}" ] && break
         sleep 2
     done
-    [ -n "${SHOW:-}" ] && printf '%s\n' "--- $what (Java)" "$java" "--- $what (rocketns)" "$ours"
-    if [ "$java" = "$ours" ] && [ "$addrs" = "\"brokerAddrs\":{$expected}" ]; then
-        echo "PASS: $what: $addrs"
-        pass=$((pass + 1))
+    if [ "$addrs" = "\"brokerAddrs\":{$expected}" ]; then
+        same_output "$what: $addrs" "$java" "$ours"
     else
-        echo "FAIL: $what (rocketns has $addrs, expected {$expected})"
-        diff <(echo "$java") <(echo "$ours") | head -n 20 || true
-        fail=$((fail + 1))
+        verdict 1 "$what: rocketns has $addrs, expected {$expected}"
     fi
 }
 # requests_seen CODE: how many requests of CODE rocketns has answered (its metrics).
@@ -72,12 +57,8 @@ requests_seen() {
 same_route "master and slave up" "\"0\":\"$MASTER\",\"1\":\"$SLAVE\""
 kill "$master_pid"
 same_route "master stopped: the slave acts as master" "\"0\":\"$SLAVE\""
-java=$(mqadmin clusterList -n "$JAVA_NS" | normalize) ours=$(mqadmin clusterList -n "$ROCKETNS" | normalize)
-if [ "$java" = "$ours" ]; then
-    echo "PASS: clusterList with the master stopped"; pass=$((pass + 1))
-else
-    echo "FAIL: clusterList with the master stopped"; diff <(echo "$java") <(echo "$ours") | head; fail=$((fail + 1))
-fi
+same_output "clusterList with the master stopped" "$(mqadmin clusterList -n "$JAVA_NS" | normalize_mqadmin)" \
+    "$(mqadmin clusterList -n "$ROCKETNS" | normalize_mqadmin)"
 
 master
 same_route "master back" "\"0\":\"$MASTER\",\"1\":\"$SLAVE\""
@@ -92,13 +73,7 @@ for _ in $(seq 30); do
     [ "$heartbeats" -gt 0 ] && [ "$member_groups" -gt 0 ] && break
     sleep 1
 done
-if [ "$heartbeats" -gt 0 ] && [ "$member_groups" -gt 0 ]; then
-    echo "PASS: the pair sent BROKER_HEARTBEAT ($heartbeats) and GET_BROKER_MEMBER_GROUP ($member_groups) to rocketns"
-    pass=$((pass + 1))
-else
-    echo "FAIL: rocketns saw $heartbeats BROKER_HEARTBEAT and $member_groups GET_BROKER_MEMBER_GROUP"
-    fail=$((fail + 1))
-fi
-
+{ [ "$heartbeats" -gt 0 ] && [ "$member_groups" -gt 0 ]; } && ok=0 || ok=1
+verdict "$ok" "rocketns got the pair's BROKER_HEARTBEAT ($heartbeats) and GET_BROKER_MEMBER_GROUP ($member_groups)"
 echo "java acting master: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -17,16 +17,20 @@ BUILT=$ROOT/target/java-clients
 # shellcheck source=tests/java/lib.sh
 . "$ROOT/tests/java/lib.sh"
 if [ "${1:-}" != inner ]; then
-    JARS5=$("$ROOT/tests/java/fetch.sh" 5.3.3)
-    JARS4=$("$ROOT/tests/java/fetch.sh" 4.9.7)
-    export JARS5 JARS4
-    cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
+    prepare_java 5.3.3 4.9.7
     for version in 5.3.3 4.9.7; do
         jars=$JARS5 && [ "$version" = 4.9.7 ] && jars=$JARS4
         mkdir -p "$BUILT/$version"
         javac -nowarn -XDsuppressNotes -d "$BUILT/$version" -cp "$jars/*" "$ROOT/tests/java/clients/Roundtrip.java"
     done
-    if ! command -v go > /dev/null && [ -x /usr/local/go/bin/go ]; then PATH=$PATH:/usr/local/go/bin; fi
+    if ! command -v go > /dev/null; then
+        if [ -x /usr/local/go/bin/go ]; then
+            PATH=$PATH:/usr/local/go/bin
+        else
+            echo "clients: installing Go from Debian's packages" >&2
+            apt-get update -qq >&2 && apt-get install -y -qq golang-go >&2
+        fi
+    fi
     (cd "$ROOT/tests/java/clients/go" && go build -o "$BUILT/goclient" .)
 fi
 enter_sandbox "${BASH_SOURCE[0]}" "$@"
@@ -45,19 +49,16 @@ registered() {
     exit 1
 }
 
-pass=0 fail=0
 # check WHAT COMMAND...: the client program prints what it did and PASS, or FAIL and why; 3 minutes at most.
 check() {
     local what=$1; shift
     echo "--- $what"
     if timeout 180 "$@" > "$work/client.out" 2>&1 && tail -n 1 "$work/client.out" | grep -qx PASS; then
         grep -vE 'WARN|level=|^PASS$' "$work/client.out" | sed 's/^/    /'
-        echo "PASS: $what"
-        pass=$((pass + 1))
+        verdict 0 "$what"
     else
         tail -n 20 "$work/client.out" | sed 's/^/    /'
-        echo "FAIL: $what"
-        fail=$((fail + 1))
+        verdict 1 "$what"
     fi
     cat "$work/client.out" >> "$work/clients.log"
 }

@@ -14,6 +14,33 @@ enter_sandbox() {
     exec unshare --net --mount -- bash "$script" inner
 }
 
+# prepare_java VERSION...: outside the namespace (it needs Maven Central): the jars of each Java version
+# (tests/java/fetch.sh), exported as JARS5 (5.3.3) or JARS4 (4.9.7); and the debug build of rocketns that
+# start_rocketns runs.
+prepare_java() {
+    local version
+    for version in "$@"; do
+        case $version in
+            5.3.3) JARS5=$("$ROOT/tests/java/fetch.sh" 5.3.3) && export JARS5 ;;
+            4.9.7) JARS4=$("$ROOT/tests/java/fetch.sh" 4.9.7) && export JARS4 ;;
+            *) echo "java: no jar folder variable for $version" >&2 && exit 1 ;;
+        esac
+    done
+    cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
+}
+
+# normalize_mqadmin [SED_EXPRESSION...]: mqadmin's output without what differs by time or on purpose between
+# two NameServers: their own addresses ($JAVA_NS, $ROCKETNS) where a command prints them; brokers' runtime
+# figures (TPS, hours, disk use: decimal numbers that are not addresses); the order Java's HashMaps give to
+# brokers and keys (COMPATIBILITY.md, hashmap-order), by canonical.py; and whatever the given sed
+# expressions take out.
+normalize_mqadmin() {
+    local args=() expression
+    for expression in "$@"; do args+=(-e "$expression"); done
+    sed -E -e "s/$JAVA_NS|$ROCKETNS/NAMESRV/g" -e 's/(^|[^.0-9])[0-9]+\.[0-9]+([^.0-9]|$)/\1N\2/g' "${args[@]}" \
+        | python3 "$ROOT/tests/java/canonical.py"
+}
+
 # sandbox_setup: loopback up; `work`, a scratch folder on a tmpfs (a broker refuses writes to a nearly full
 # disk, and nothing is left behind) that is ROCKETMQ_HOME too; `pids`, killed at exit; the logs copied to
 # $INTEROP_KEEP at exit when it is set. 4.x brokers read their logging setup from $ROCKETMQ_HOME/conf (5.x
@@ -115,6 +142,33 @@ mqadmin() {
     java -Xms64m -Xmx256m -Duser.home="$work/mqadmin" -cp "$JARS5/*" \
         org.apache.rocketmq.tools.command.MQAdminStartup "$@" 2>&1 \
         | grep -vE '^$|^[0-9:,]+ \|-' || true
+}
+
+# The checks' tally, printed by each script at its end.
+pass=0 fail=0
+
+# verdict OK WHAT: counts a check, OK being 0 when it held, and prints PASS or FAIL with WHAT.
+verdict() {
+    if [ "$1" = 0 ]; then
+        echo "PASS: $2"
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $2"
+        fail=$((fail + 1))
+    fi
+}
+
+# same_output WHAT JAVA OURS: the check that the Java NameServer's output and rocketns's are the same and not
+# empty; with SHOW=1 both are printed, and on a failure their diff.
+same_output() {
+    local what=$1 java=$2 ours=$3
+    [ -n "${SHOW:-}" ] && printf '%s\n' "--- $what (Java)" "$java" "--- $what (rocketns)" "$ours"
+    if [ "$java" = "$ours" ] && [ -n "$java" ]; then
+        verdict 0 "$what"
+    else
+        verdict 1 "$what"
+        diff <(echo "$java") <(echo "$ours") | head -n 20 || true
+    fi
 }
 
 # show_logs: the end of every log of the run, without stack frames and INFO lines, for a failure.

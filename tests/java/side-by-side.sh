@@ -12,12 +12,7 @@ ROCKETNS=127.0.0.1:19877
 
 # shellcheck source=tests/java/lib.sh
 . "$ROOT/tests/java/lib.sh"
-if [ "${1:-}" != inner ]; then
-    JARS5=$("$ROOT/tests/java/fetch.sh" 5.3.3)
-    JARS4=$("$ROOT/tests/java/fetch.sh" 4.9.7)
-    export JARS5 JARS4
-    cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
-fi
+[ "${1:-}" = inner ] || prepare_java 5.3.3 4.9.7
 enter_sandbox "${BASH_SOURCE[0]}" "$@"
 sandbox_setup
 
@@ -30,36 +25,19 @@ broker broker-a "$JARS5" 10911 "$JAVA_NS;$ROCKETNS"
 broker broker-b "$JARS4" 10921 "$JAVA_NS;$ROCKETNS" compressedRegister=true
 broker_b_pid=$BROKER_PID
 
-# What differs on purpose or by time between two runs of the same command: the NameServer's own address
-# where a command prints it; brokers' runtime figures (TPS, hours, disk use: decimal numbers that are not
-# addresses); the order Java's HashMaps give to brokers and keys (COMPATIBILITY.md, hashmap-order), by
-# canonical.py; and rocketns's own settings in getNamesrvConfig (namesrv-config-keys), with the paths and
-# ports of each NameServer.
+# What differs on purpose besides what normalize_mqadmin takes out: rocketns's own settings in
+# getNamesrvConfig (namesrv-config-keys), and the paths and ports of each NameServer.
 normalize() {
-    sed -E -e "s/$JAVA_NS|$ROCKETNS/NAMESRV/g" -e 's/(^|[^.0-9])[0-9]+\.[0-9]+([^.0-9]|$)/\1N\2/g' \
-        -e '/^(rocketmqHome|kvConfigPath|configStorePath|listenPort|bindAddress) *=/d' \
-        -e '/^(aclCredentialsPath|aclEnable|aclProtectReads|frameMaxLength|largeFrameBufferBytes) *=/d' \
-        -e '/^(largeFrameTimeoutMillis|metricsPort|routeSnapshotIntervalSeconds|routeSnapshotPath) *=/d' \
-        -e '/^(serializeType|serverMaxConnections|tls\.server\.[a-zA-Z]+|warmRestart) *=/d' \
-        | python3 "$ROOT/tests/java/canonical.py"
+    normalize_mqadmin '/^(rocketmqHome|kvConfigPath|configStorePath|listenPort|bindAddress) *=/d' \
+        '/^(aclCredentialsPath|aclEnable|aclProtectReads|frameMaxLength|largeFrameBufferBytes) *=/d' \
+        '/^(largeFrameTimeoutMillis|metricsPort|routeSnapshotIntervalSeconds|routeSnapshotPath) *=/d' \
+        '/^(serializeType|serverMaxConnections|tls\.server\.[a-zA-Z]+|warmRestart) *=/d'
 }
 
-pass=0 fail=0
 # same WHAT ARGS...: runs `mqadmin ARGS -n NS` against each NameServer and compares the outputs.
 same() {
     local what=$1; shift
-    local java ours
-    java=$(mqadmin "$@" -n "$JAVA_NS" | normalize)
-    ours=$(mqadmin "$@" -n "$ROCKETNS" | normalize)
-    [ -n "${SHOW:-}" ] && printf '%s\n' "--- $what (Java)" "$java" "--- $what (rocketns)" "$ours"
-    if [ "$java" = "$ours" ] && [ -n "$java" ]; then
-        echo "PASS: $what"
-        pass=$((pass + 1))
-    else
-        echo "FAIL: $what"
-        diff <(echo "$java") <(echo "$ours") | head -n 20 || true
-        fail=$((fail + 1))
-    fi
+    same_output "$what" "$(mqadmin "$@" -n "$JAVA_NS" | normalize)" "$(mqadmin "$@" -n "$ROCKETNS" | normalize)"
 }
 
 # Both brokers registered with both NameServers (a broker registers at start, then every 30 s).
@@ -112,21 +90,13 @@ kill "$broker_b_pid"
 gone=$(python3 "$ROOT/tests/java/routes_gone.py" broker-b 60 "$JAVA_NS" "$ROCKETNS")
 java_gone=$(awk -v a="$JAVA_NS" '$1 == a {print $2}' <<< "$gone")
 ours_gone=$(awk -v a="$ROCKETNS" '$1 == a {print $2}' <<< "$gone")
-if [ "$java_gone" != never ] && [ "$ours_gone" != never ] && awk -v j="$java_gone" -v o="$ours_gone" 'BEGIN {exit !(o <= j + 1)}'; then
-    echo "PASS: both drop the routes of the stopped 4.9.7 broker (Java after ${java_gone} s, rocketns ${ours_gone} s)"
-    pass=$((pass + 1))
-else
-    echo "FAIL: the routes of the stopped 4.9.7 broker: Java dropped them after ${java_gone} s, rocketns ${ours_gone} s"
-    fail=$((fail + 1))
-fi
+{ [ "$java_gone" != never ] && [ "$ours_gone" != never ] && awk -v j="$java_gone" -v o="$ours_gone" 'BEGIN {exit !(o <= j + 1)}'; } && ok=0 || ok=1
+verdict "$ok" "the routes of the stopped 4.9.7 broker: Java dropped them after ${java_gone} s, rocketns after ${ours_gone} s"
 # Which brokers TBW102 routes to now, by name; not its perms, which broker-a's re-registration after the order
 # conf may restore on one NameServer between the two questions (see above).
 brokers_of() { mqadmin topicRoute -t TBW102 -n "$1" | grep -o '"brokerName":"[^"]*"' | sort -u | tr '\n' ' '; }
 java_brokers=$(brokers_of "$JAVA_NS") ours_brokers=$(brokers_of "$ROCKETNS")
-if [ "$java_brokers" = "$ours_brokers" ] && [[ "$java_brokers" != *broker-b* ]] && [ -n "$java_brokers" ]; then
-    echo "PASS: TBW102 routes to the same brokers after broker-b stopped: $java_brokers"; pass=$((pass + 1))
-else
-    echo "FAIL: TBW102 after broker-b stopped: Java $java_brokers, rocketns $ours_brokers"; fail=$((fail + 1))
-fi
+{ [ "$java_brokers" = "$ours_brokers" ] && [[ "$java_brokers" != *broker-b* ]] && [ -n "$java_brokers" ]; } && ok=0 || ok=1
+verdict "$ok" "TBW102 routes to the same brokers after broker-b stopped: Java $java_brokers, rocketns $ours_brokers"
 echo "java side by side: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

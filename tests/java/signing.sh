@@ -13,12 +13,7 @@ SECRET_KEY=s3cret-for-tests
 
 # shellcheck source=tests/java/lib.sh
 . "$ROOT/tests/java/lib.sh"
-if [ "${1:-}" != inner ]; then
-    JARS5=$("$ROOT/tests/java/fetch.sh" 5.3.3)
-    JARS4=$("$ROOT/tests/java/fetch.sh" 4.9.7)
-    export JARS5 JARS4
-    cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
-fi
+[ "${1:-}" = inner ] || prepare_java 5.3.3 4.9.7
 enter_sandbox "${BASH_SOURCE[0]}" "$@"
 sandbox_setup
 
@@ -31,11 +26,6 @@ broker broker-a "$JARS5" 10911 "$ROCKETNS" \
     authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider \
     "authConfigPath=$work/broker-a/auth"
 
-pass=0 fail=0
-# verdict OK WHAT: OK is 0 when the check held.
-verdict() {
-    if [ "$1" = 0 ]; then echo "PASS: $2"; pass=$((pass + 1)); else echo "FAIL: $2"; fail=$((fail + 1)); fi
-}
 # Reads need no signature (aclProtectReads=false), so mqadmin without credentials can look.
 route_brokers() { mqadmin topicRoute -t "$1" -n "$ROCKETNS" | grep -o '"brokerName":"[^"]*"' | sort -u | tr '\n' ' '; }
 
