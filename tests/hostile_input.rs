@@ -6,6 +6,7 @@ mod common;
 use bytes::Bytes;
 use common::*;
 use rocketns::remoting::{RemotingCommand, SerializeType};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 const ROUTE_STANDARD: &[u8] = include_bytes!("fixtures/route_standard.json");
@@ -242,7 +243,7 @@ async fn hostile_inputs_get_clear_answers_and_harm_no_one() {
                 if what.contains("end of stream") {
                     bad.stream.shutdown().await.unwrap();
                 }
-                assert!(bad.is_closed().await, "{what}");
+                bad.assert_closed_without_reply(Duration::from_secs(5)).await;
             }
             Expect::Reply(code, remark) => {
                 let reply = bad.read_response().await.unwrap_or_else(|| panic!("{what}: closed instead of answered"));
@@ -271,7 +272,7 @@ async fn request_before_a_half_close_is_answered() {
     let opaque = c.send(request(106, &[]), SerializeType::Json).await;
     c.stream.shutdown().await.unwrap();
     assert_eq!(c.read_response().await.expect("answered").opaque, opaque);
-    assert!(c.is_closed().await);
+    c.assert_closed_without_reply(Duration::from_secs(5)).await;
 }
 
 /// Invalid topic names in a registration are skipped; the valid ones are registered.

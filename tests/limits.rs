@@ -23,7 +23,7 @@ async fn connections_beyond_the_limit_are_closed() {
         open.push(c);
     }
     let mut extra = Client::connect(server.addr).await;
-    assert!(extra.is_closed().await, "the fourth connection is closed");
+    extra.assert_closed_without_reply(Duration::from_secs(5)).await;
     for c in &mut open {
         assert_eq!(c.request(request(106, &[])).await.code, 0, "the others are unaffected");
     }

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use rocketns::remoting::{RemotingCommand, SerializeType};
+use std::time::Duration;
 
 const ROUTE_STANDARD: &[u8] = include_bytes!("fixtures/route_standard.json");
 const ROUTE_FASTJSON: &[u8] = include_bytes!("fixtures/route_fastjson.json");
@@ -198,7 +199,7 @@ async fn undecodable_frames_close_only_their_connection() {
     for (what, bytes) in cases {
         let mut bad = Client::connect(server.addr).await;
         bad.send_raw(&bytes).await;
-        assert!(bad.is_closed().await, "{what}");
+        bad.assert_closed_without_reply(Duration::from_secs(5)).await;
         let resp = good.request(route_request("TopicTest", 479)).await;
         assert_eq!(resp.code, 0, "{what}: other clients are still served");
         assert_eq!(&resp.body[..], ROUTE_STANDARD, "{what}: routes intact");
@@ -214,7 +215,7 @@ async fn frame_cap_is_configurable() {
     let mut big = request(106, &[]);
     big.body = bytes::Bytes::from(vec![b'x'; 2000]);
     c.send(big, SerializeType::Json).await;
-    assert!(c.is_closed().await);
+    c.assert_closed_without_reply(Duration::from_secs(5)).await;
     let mut c = Client::connect(server.addr).await;
     assert_eq!(c.request(request(106, &[])).await.code, 0);
 }
@@ -236,4 +237,23 @@ async fn rocketmq_binary_replies_when_configured() {
     want.extend_from_slice(&header);
     want.extend_from_slice(ROUTE_STANDARD);
     assert_eq!(&reply[..], &want[..]);
+}
+
+/// The close assertion the tests above rely on can fail: a reply is not a close.
+#[tokio::test]
+#[should_panic(expected = "instead of closing")]
+async fn close_assertion_fails_on_a_reply() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(request(106, &[]), SerializeType::Json).await;
+    c.assert_closed_without_reply(Duration::from_secs(5)).await;
+}
+
+/// …and a connection left open is not closed.
+#[tokio::test]
+#[should_panic(expected = "still open")]
+async fn close_assertion_fails_on_an_open_connection() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    c.assert_closed_without_reply(Duration::from_millis(300)).await;
 }

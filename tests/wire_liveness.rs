@@ -93,7 +93,7 @@ async fn idle_connection_is_closed_and_its_broker_removed() {
     let mut b = Client::connect(server.addr).await;
     register(&mut b, &broker(), dv(1), TOPICS).await;
     tokio::time::sleep(Duration::from_secs(70)).await;
-    assert!(b.is_closed().await);
+    b.assert_closed_without_reply(Duration::from_secs(1)).await;
     let mut client = Client::connect(server.addr).await;
     assert!(route(&mut client, "TopicA").await.is_none());
 }

@@ -149,10 +149,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
         resp
     }
 
-    /// True when the server closed the connection (pending replies are read and dropped).
-    pub async fn is_closed(&mut self) -> bool {
-        while self.read_frame_bytes().await.is_some() {}
-        true
+    /// Asserts that the server closes the connection within `within` without sending anything first (no
+    /// reply, no partial frame; replies read earlier do not count). A reset counts as a close.
+    pub async fn assert_closed_without_reply(&mut self, within: Duration) {
+        assert!(self.buf.is_empty(), "{} unread bytes were already waiting", self.buf.len());
+        match tokio::time::timeout(within, self.stream.read_buf(&mut self.buf)).await {
+            Err(_) => panic!("the connection is still open after {within:?}"),
+            Ok(Ok(0)) | Ok(Err(_)) => {}
+            Ok(Ok(n)) => panic!("the server sent {n} bytes instead of closing: {:?}", &self.buf[..n.min(64)]),
+        }
     }
 }
 
