@@ -24,39 +24,74 @@ pub async fn scan_inactive_brokers(routes: RouteHandle, config: SharedConfig) {
     }
 }
 
-/// Writes the route snapshot file for warm restart every `routeSnapshotIntervalSeconds`, when the routes
-/// changed since the last write.
-pub async fn save_routes_periodically(routes: RouteHandle, config: SharedConfig) {
+/// Writes the route snapshot file for warm restart every `routeSnapshotIntervalSeconds` when the routes
+/// changed since the last write, until `stop` fires; then writes it a last time (with `warmRestart`) and
+/// returns. The one task that writes the file, so no two writes ever overlap; `stop` is only heard between
+/// writes, so none is cut short.
+pub async fn save_routes_periodically(
+    routes: RouteHandle,
+    config: SharedConfig,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
     let mut saved_version = routes.snapshot.load().version;
     loop {
-        let config = config.load_full();
-        tokio::time::sleep(Duration::from_secs(config.route_snapshot_interval_seconds.max(1))).await;
-        let version = routes.snapshot.load().version;
-        if config.warm_restart && version != saved_version {
-            save_routes(&routes, &config.route_snapshot_file()).await;
-            saved_version = version;
+        let period = Duration::from_secs(config.load().route_snapshot_interval_seconds.max(1));
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = &mut stop => break,
         }
+        let config = config.load_full();
+        let version = routes.snapshot.load().version;
+        if config.warm_restart
+            && version != saved_version
+            && let Some(saved) = save_routes(&routes, &config.route_snapshot_file()).await
+        {
+            saved_version = saved;
+        }
+    }
+    let config = config.load_full();
+    if config.warm_restart {
+        save_routes(&routes, &config.route_snapshot_file()).await;
     }
 }
 
-/// Writes the current routes to `path`, atomically. With no routes there is nothing to serve after a
-/// restart: no file is written, and one left by earlier routes is removed.
-pub async fn save_routes(routes: &RouteHandle, path: &std::path::Path) {
-    let snapshot = routes.snapshot.load_full();
-    if snapshot.topics.is_empty() && snapshot.brokers.is_empty() {
+/// Writes the routes to `path`, atomically, and returns the version of the snapshot written. With no routes
+/// there is nothing to serve after a restart: no file is written, and one left by earlier routes is removed.
+async fn save_routes(routes: &RouteHandle, path: &std::path::Path) -> Option<u64> {
+    let to_save = match routes.routes_to_save().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "route snapshot file not written");
+            return None;
+        }
+    };
+    let version = to_save.snapshot.version;
+    if to_save.is_empty() {
         match std::fs::remove_file(path) {
             Ok(()) => tracing::debug!(path = %path.display(), "no routes: route snapshot file removed"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot remove the route snapshot file"),
         }
-        return;
+        return Some(version);
     }
-    let content = crate::route::dump::dump(&snapshot, &routes.liveness);
     let path_buf = path.to_path_buf();
-    match tokio::task::spawn_blocking(move || crate::fsutil::write_atomically(&path_buf, &content)).await {
-        Ok(Ok(())) => tracing::debug!(path = %path.display(), "route snapshot file written"),
-        Ok(Err(e)) => tracing::warn!(path = %path.display(), error = %e, "cannot write the route snapshot file"),
-        Err(e) => tracing::warn!(error = %e, "route snapshot writer failed"),
+    let written = tokio::task::spawn_blocking(move || {
+        crate::fsutil::write_atomically(&path_buf, &crate::route::dump::dump(&to_save))
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => {
+            tracing::debug!(path = %path.display(), "route snapshot file written");
+            Some(version)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the route snapshot file");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "route snapshot writer failed");
+            None
+        }
     }
 }
 

@@ -78,9 +78,16 @@ fn main() -> ExitCode {
         };
         let addr = server.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("The Name Server boot success. serializeType={}, address {addr}", serialize_type);
-        server.run(signals.recv()).await;
-        tracing::info!("The Name Server stopped");
-        ExitCode::SUCCESS
+        match server.run(signals.recv()).await {
+            Ok(()) => {
+                tracing::info!("The Name Server stopped");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "The Name Server stopped on a failure");
+                ExitCode::FAILURE
+            }
+        }
     })
 }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
 
 use crate::acl::AccessControl;
 use crate::config::NamesrvConfig;
@@ -16,8 +17,17 @@ use crate::frame_budget::FrameBudget;
 use crate::housekeeping;
 use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
 use crate::processor::{Processor, route_config};
-use crate::route::{RouteSnapshot, RouteWriter, route_table};
+use crate::route::{ConnId, RouteSnapshot, RouteWriter, route_table};
 use crate::tls::{Accepted, TlsServer};
+
+/// Why the server stopped serving on its own, before it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A background task the routes depend on ended: the route writer (without it routes freeze and nothing
+    /// expires), the expiry scan, or the route-file saver.
+    #[error("the {task} stopped: {reason}")]
+    TaskEnded { task: &'static str, reason: String },
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -81,22 +91,35 @@ impl NameServer {
     /// (`shutdownWaitTimeSeconds` with `enableShutdownGracefully`, half a second otherwise) open connections
     /// are still served, clients newer than 5.3.1 being told GO_AWAY as Java does; the routes are saved for
     /// warm restart; then everything stops.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    ///
+    /// The route writer, the expiry scan and the saver are watched: if one ends (a panic, a bug) the server
+    /// stops at once, reporting not ready, and returns the error so that the process exits non-zero. It is
+    /// not restarted in place: the writer's state beside the published snapshot (the per-broker topic index,
+    /// the live entries of a batch it was applying) cannot be trusted after a panic, whereas a supervisor's
+    /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
+    /// broker on a fresh timer.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let NameServer { listener, tls, metrics_listener, processor, writer } = self;
-        let writer = tokio::spawn(writer.run());
         let http = metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, processor.clone())));
-        let scan =
-            tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), processor.config.clone()));
-        let saver =
-            tokio::spawn(housekeeping::save_routes_periodically(processor.routes.clone(), processor.config.clone()));
+        let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
+        let mut tasks = Supervised {
+            writer: tokio::spawn(writer.run()),
+            scan: tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), processor.config.clone())),
+            saver: tokio::spawn(housekeeping::save_routes_periodically(
+                processor.routes.clone(),
+                processor.config.clone(),
+                saver_stop,
+            )),
+        };
         let budget_bytes = usize::try_from(processor.config.load().large_frame_buffer_bytes).unwrap_or(usize::MAX);
         let budget = FrameBudget::new(budget_bytes, processor.metrics.clone());
         let mut connections = tokio::task::JoinSet::new();
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
-        loop {
+        let failure = loop {
             let (stream, peer) = tokio::select! {
-                _ = &mut shutdown => break,
+                _ = &mut shutdown => break None,
+                failure = tasks.ended() => break Some(failure),
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
@@ -116,30 +139,30 @@ impl NameServer {
             let _ = stream.set_nodelay(true);
             let id = next_id.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(conn = id, %peer, "connection accepted");
+            // Taken before the task starts, so that the limit holds for a burst of accepts.
+            let slot = ConnectionSlot::take(&processor, id);
             let processor = processor.clone();
             let tls = tls.clone();
             let budget = budget.clone();
-            // Counted before the task starts, so that the limit holds for a burst of accepts.
-            processor.metrics.connections.fetch_add(1, Ordering::Relaxed);
-            processor.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
             connections.spawn(async move {
-                let routes = processor.routes.clone();
-                let stopping = processor.shutting_down.clone();
-                let metrics = processor.metrics.clone();
-                let registered_broker = serve_connection(stream, tls.as_deref(), id, processor, budget).await;
-                metrics.connections.fetch_sub(1, Ordering::Relaxed);
-                // Connections that end during shutdown leave their brokers registered: they are saved for
-                // warm restart and will come back.
-                if registered_broker && !stopping.load(Ordering::Acquire) {
-                    housekeeping::on_connection_closed(&routes, id).await;
-                }
+                // The whole slot moves into the task (a closure would capture only the field it assigns).
+                let mut slot = slot;
+                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, processor, budget).await;
                 tracing::debug!(conn = id, %peer, "connection closed");
             });
-            // Reap finished connection tasks as we go.
-            while connections.try_join_next().is_some() {}
-        }
+            reap_finished(&mut connections);
+        };
         drop(listener);
         processor.shutting_down.store(true, Ordering::Release);
+        if let Some(failure) = failure {
+            tracing::error!(error = %failure, "stopping: the routes can no longer be kept");
+            connections.shutdown().await;
+            tasks.abort();
+            if let Some(http) = http {
+                http.abort();
+            }
+            return Err(failure);
+        }
         let config = processor.config.load_full();
         let grace = if config.enable_shutdown_gracefully {
             Duration::from_secs(config.shutdown_wait_time_seconds.max(0) as u64)
@@ -147,19 +170,115 @@ impl NameServer {
             Duration::from_millis(500)
         };
         // Finished connection tasks not reaped yet are not open connections.
-        while connections.try_join_next().is_some() {}
+        reap_finished(&mut connections);
         tracing::info!(grace_ms = grace.as_millis() as u64, connections = connections.len(), "shutting down");
         let _ = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
-        saver.abort();
-        if config.warm_restart {
-            housekeeping::save_routes(&processor.routes, &config.route_snapshot_file()).await;
+        // The saver writes the file a last time and returns; never cut short in the middle of a write.
+        let _ = stop_saver.send(());
+        if let Err(e) = (&mut tasks.saver).await {
+            tracing::error!(error = %e, "the route snapshot saver failed at shutdown");
         }
         connections.shutdown().await;
         if let Some(http) = http {
             http.abort();
         }
-        scan.abort();
-        writer.abort();
+        tasks.abort();
+        Ok(())
+    }
+}
+
+/// The background tasks the routes depend on, watched while the server serves.
+struct Supervised {
+    writer: JoinHandle<()>,
+    scan: JoinHandle<()>,
+    saver: JoinHandle<()>,
+}
+
+impl Supervised {
+    /// Waits until one of them ends, which none should while the server serves, and says which and why.
+    /// Cancel-safe: it only polls the join handles.
+    async fn ended(&mut self) -> ServeError {
+        tokio::select! {
+            ended = &mut self.writer => task_ended("route writer", ended),
+            ended = &mut self.scan => task_ended("expiry scan", ended),
+            ended = &mut self.saver => task_ended("route snapshot saver", ended),
+        }
+    }
+
+    fn abort(&self) {
+        self.writer.abort();
+        self.scan.abort();
+        self.saver.abort();
+    }
+}
+
+/// A background task ended while the server was serving: with its panic, if it panicked.
+fn task_ended(task: &'static str, ended: Result<(), tokio::task::JoinError>) -> ServeError {
+    let reason = match ended {
+        Ok(()) => "it returned".to_string(),
+        Err(e) if e.is_panic() => format!("it panicked: {}", panic_message(e.into_panic())),
+        Err(e) => e.to_string(),
+    };
+    ServeError::TaskEnded { task, reason }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// Reaps the connection tasks that ended, logging any that panicked.
+fn reap_finished(connections: &mut tokio::task::JoinSet<()>) {
+    while let Some(ended) = connections.try_join_next() {
+        if let Err(e) = ended
+            && e.is_panic()
+        {
+            tracing::error!(panic = %panic_message(e.into_panic()), "a connection task panicked; its connection is closed");
+        }
+    }
+}
+
+/// One accepted connection's place in the connection gauge (which the connection limit reads), and the
+/// removal of the brokers that registered over it: both on drop, so also when its task panics or is
+/// aborted. A connection that ended normally says whether a broker registered over it; one that panicked
+/// may have had one, so its brokers are looked for (the writer finds none if there are none).
+struct ConnectionSlot {
+    id: ConnId,
+    metrics: Arc<crate::metrics::Metrics>,
+    routes: crate::route::RouteHandle,
+    shutting_down: Arc<std::sync::atomic::AtomicBool>,
+    broker_registered: bool,
+}
+
+impl ConnectionSlot {
+    fn take(processor: &Processor, id: ConnId) -> Self {
+        processor.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        processor.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+        ConnectionSlot {
+            id,
+            metrics: processor.metrics.clone(),
+            routes: processor.routes.clone(),
+            shutting_down: processor.shutting_down.clone(),
+            broker_registered: true,
+        }
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+        // Connections that end during shutdown leave their brokers registered: they are saved for warm
+        // restart and will come back.
+        if self.broker_registered
+            && !self.shutting_down.load(Ordering::Acquire)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (routes, id) = (self.routes.clone(), self.id);
+            runtime.spawn(async move { housekeeping::on_connection_closed(&routes, id).await });
+        }
     }
 }
 
@@ -206,5 +325,71 @@ fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
             tracing::warn!(path = %path.display(), error = %e, "route snapshot file unreadable, starting with no routes");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::builder::test_registration;
+
+    fn pending() -> JoinHandle<()> {
+        tokio::spawn(std::future::pending())
+    }
+
+    #[tokio::test]
+    async fn a_panicking_writer_is_reported_with_its_panic() {
+        let mut tasks = Supervised {
+            writer: tokio::spawn(async { panic!("a bug in the route builder") }),
+            scan: pending(),
+            saver: pending(),
+        };
+        match tasks.ended().await {
+            ServeError::TaskEnded { task, reason } => {
+                assert_eq!(task, "route writer");
+                assert_eq!(reason, "it panicked: a bug in the route builder");
+            }
+        }
+        tasks.abort();
+    }
+
+    #[tokio::test]
+    async fn a_scan_that_returns_is_reported() {
+        let mut tasks = Supervised { writer: pending(), scan: tokio::spawn(async {}), saver: pending() };
+        let failure = tasks.ended().await;
+        assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
+        tasks.abort();
+    }
+
+    /// A connection task that panics still gives its place in the connection gauge back, and its broker
+    /// is removed as if the connection had closed normally.
+    #[tokio::test]
+    async fn a_panicking_connection_gives_back_its_slot_and_removes_its_broker() {
+        let (routes, writer) = route_table(RouteSnapshot::default(), None, 64);
+        tokio::spawn(writer.run());
+        let mut registration = test_registration("b", 0, "b:1", 1, &["t1", "t2"]);
+        registration.conn_id = 7;
+        routes.register(registration).await.expect("writer running").expect("registered");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kv = Arc::new(KvConfigStore::load(&dir.path().join("kv.json")).expect("empty KV store"));
+        let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
+        let processor = Processor::new(routes.clone(), config, kv, None);
+
+        let slot = ConnectionSlot::take(&processor, 7);
+        assert_eq!(processor.metrics.connections.load(Ordering::Relaxed), 1);
+        let task = tokio::spawn(async move {
+            let _slot = slot;
+            panic!("a bug in a handler");
+        });
+        assert!(task.await.expect_err("the task panicked").is_panic());
+        assert_eq!(processor.metrics.connections.load(Ordering::Relaxed), 0);
+        for _ in 0..100 {
+            if routes.snapshot.load().brokers.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(routes.snapshot.load().brokers.is_empty(), "the broker of the connection is removed");
+        assert!(routes.snapshot.load().topics.is_empty());
     }
 }

@@ -117,6 +117,40 @@ async fn ordered_topics() {
     assert!(route(&mut c, "TopicOrder").await.unwrap().get("orderTopicConf").is_none());
 }
 
+/// Puts and deletes of one ordered topic from many connections at once: the route ends with the KV store's
+/// value, whatever order they arrived in (the file and the routes apply them in one order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_order_conf_changes_leave_the_route_as_the_kv_store() {
+    let mut config = test_config();
+    config.order_message_enable = true;
+    let server = start_with(config).await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &Broker::new("c", "broker-a", 0, "127.0.0.1:10911"), dv(1), TOPICS).await;
+    for round in 0..5 {
+        let changes: Vec<_> = (0..16)
+            .map(|i| {
+                let addr = server.addr;
+                tokio::spawn(async move {
+                    let mut c = Client::connect(addr).await;
+                    let change = if i % 5 == 4 {
+                        request(102, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "TopicOrder")])
+                    } else {
+                        put("ORDER_TOPIC_CONFIG", "TopicOrder", &format!("broker-a:{}", i + 1))
+                    };
+                    assert_eq!(c.request(change).await.code, 0);
+                })
+            })
+            .collect();
+        for change in changes {
+            change.await.expect("change answered");
+        }
+        let stored = c.request(get("ORDER_TOPIC_CONFIG", "TopicOrder")).await;
+        let routed = route(&mut c, "TopicOrder").await.unwrap();
+        let routed = routed.get("orderTopicConf").and_then(|v| v.as_str());
+        assert_eq!(routed, stored.ext("value"), "round {round}");
+    }
+}
+
 #[tokio::test]
 async fn ordered_topics_need_order_message_enable_and_follow_its_runtime_change() {
     let server = start().await;

@@ -1,7 +1,9 @@
 //! KV config: PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE.
 //!
 //! A change is acknowledged once it is on disk; a change of namespace ORDER_TOPIC_CONFIG also re-encodes that
-//! topic's route before the reply.
+//! topic's route before the reply. Changes of that namespace are made one at a time, the KV write and the
+//! writer's queue position together, with the value written: the routes apply them in the order the file
+//! does, so the route's `orderTopicConf` always ends as the file's value.
 
 use bytes::Bytes;
 
@@ -18,9 +20,19 @@ fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError
     }
 }
 
-async fn sync_order_topic_conf(p: &Processor, namespace: &str, key: &str) -> Result<(), RequestError> {
+/// Applies a KV change (`Some` a put, `None` a delete) to the store and, for ORDER_TOPIC_CONFIG, to the routes.
+async fn change(p: &Processor, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
+    let _sequence = match namespace {
+        ORDER_TOPIC_CONFIG => Some(p.order_topic_conf_changes.lock().await),
+        _ => None,
+    };
+    match value {
+        Some(value) => p.kv.put(namespace, key, value).await,
+        None => p.kv.delete(namespace, key).await.map(|_existed| ()),
+    }
+    .map_err(|e| RequestError::Persist(e.to_string()))?;
     if namespace == ORDER_TOPIC_CONFIG {
-        let (topic, value) = (key.to_string(), p.kv.get(namespace, key));
+        let (topic, value) = (key.to_string(), value.map(str::to_string));
         p.routes.apply(|done| RouteMutation::OrderTopicConf { topic, value, done }).await?;
     }
     Ok(())
@@ -29,8 +41,7 @@ async fn sync_order_topic_conf(p: &Processor, namespace: &str, key: &str) -> Res
 pub(super) async fn put_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let (namespace, key) = namespace_and_key(req)?;
     let value = req.ext("value").ok_or(RequestError::KvValueNull)?;
-    p.kv.put(namespace, key, value).await.map_err(|e| RequestError::Persist(e.to_string()))?;
-    sync_order_topic_conf(p, namespace, key).await?;
+    change(p, namespace, key, Some(value)).await?;
     Ok(success())
 }
 
@@ -48,8 +59,7 @@ pub(super) fn get_kv_config(p: &Processor, req: &RemotingCommand) -> Result<Remo
 /// Always SUCCESS, as in Java, whether the key existed or not.
 pub(super) async fn delete_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let (namespace, key) = namespace_and_key(req)?;
-    p.kv.delete(namespace, key).await.map_err(|e| RequestError::Persist(e.to_string()))?;
-    sync_order_topic_conf(p, namespace, key).await?;
+    change(p, namespace, key, None).await?;
     Ok(success())
 }
 

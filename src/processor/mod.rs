@@ -32,6 +32,8 @@ pub struct Processor {
     pub started: Instant,
     /// Serializes config updates, so that two at once cannot lose one another.
     config_update: Arc<tokio::sync::Mutex<()>>,
+    /// Serializes ORDER_TOPIC_CONFIG changes, so that the KV file and the routes apply them in one order.
+    order_topic_conf_changes: Arc<tokio::sync::Mutex<()>>,
     /// Set when the server is stopping: newer clients are told to go away.
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -53,6 +55,7 @@ impl Processor {
             config_file,
             started: Instant::now(),
             config_update: Default::default(),
+            order_topic_conf_changes: Default::default(),
             shutting_down: Default::default(),
             metrics: Default::default(),
             access_control: None,

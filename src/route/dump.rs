@@ -2,6 +2,10 @@
 //! servers, static-topic mappings) and each broker's DataVersion and timeout, but no timestamps: a restored
 //! broker starts a fresh liveness timer, so one that never comes back expires on the usual timeout.
 //!
+//! The writer hands out the routes and the live entries of one batch boundary (`RoutesToSave`), so a file
+//! never holds a broker without its live entry or the other way round; and `restore` reconciles whatever a
+//! file holds (an older one, one edited by hand), so every routed address expires unless it comes back.
+//!
 //! Plain JSON with a format tag; a file that does not parse, or carries another format, is ignored.
 
 use std::collections::BTreeMap;
@@ -12,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::protocol::{DataVersion, TopicQueueMappingInfo};
 use crate::route::builder::{BrokerTopicIndex, RouteBuilder};
-use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable};
+use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, DEFAULT_BROKER_TIMEOUT};
 use crate::route::snapshot::RouteSnapshot;
 
 /// Bumped whenever the layout changes; an older file is then ignored, never misread.
@@ -83,8 +87,23 @@ pub enum DumpError {
     Format { found: String },
 }
 
-/// The file's content for `snapshot` and the live brokers.
-pub fn dump(snapshot: &RouteSnapshot, live: &BrokerLiveTable) -> Vec<u8> {
+/// The routes and the live entries of one moment of the writer's, for the route snapshot file.
+#[derive(Debug, Clone)]
+pub struct RoutesToSave {
+    pub snapshot: std::sync::Arc<RouteSnapshot>,
+    pub live: Vec<(BrokerAddrKey, BrokerLiveInfo)>,
+}
+
+impl RoutesToSave {
+    /// No routes: nothing to serve after a restart.
+    pub fn is_empty(&self) -> bool {
+        self.snapshot.topics.is_empty() && self.snapshot.brokers.is_empty()
+    }
+}
+
+/// The file's content.
+pub fn dump(routes: &RoutesToSave) -> Vec<u8> {
+    let snapshot = &routes.snapshot;
     let mut brokers: Vec<BrokerDump> = snapshot
         .brokers
         .values()
@@ -135,9 +154,9 @@ pub fn dump(snapshot: &RouteSnapshot, live: &BrokerLiveTable) -> Vec<u8> {
             })
             .collect(),
         mappings: snapshot.mappings.iter().map(|(t, m)| (t.to_string(), m.values().cloned().collect())).collect(),
-        live_brokers: live
-            .entries()
-            .into_iter()
+        live_brokers: routes
+            .live
+            .iter()
             .map(|(k, info)| LiveBrokerDump {
                 cluster: k.cluster.to_string(),
                 broker_addr: k.addr.to_string(),
@@ -152,7 +171,7 @@ pub fn dump(snapshot: &RouteSnapshot, live: &BrokerLiveTable) -> Vec<u8> {
 
 /// Rebuilds the route table from a file's content on top of `initial` (empty, with the switches and ordered
 /// topics of this start): the snapshot to start from, its index, and live entries (stamped `now`, on no
-/// connection) in `live`.
+/// connection) in `live`, reconciled with the routes (see [`reconcile_live`]).
 pub fn restore(
     bytes: &[u8],
     initial: &RouteSnapshot,
@@ -178,5 +197,103 @@ pub fn restore(
     }
     let mut builder = RouteBuilder::new(initial, index, live);
     builder.restore(file);
-    Ok(builder.finish().unwrap_or_else(|| initial.clone()))
+    let restored = builder.finish().unwrap_or_else(|| initial.clone());
+    reconcile_live(&restored, live, now);
+    Ok(restored)
+}
+
+/// Makes the live table agree with the routes: every (cluster, address) that a route names gets a live entry
+/// if it has none (stamped `now`, the default timeout, no DataVersion, so its first registration is applied
+/// in full), and entries that no route names are dropped. Expiry walks the live table only, so without the
+/// first a broker missing from it would be routed for ever; the second keeps the table from holding brokers
+/// that nothing routes.
+fn reconcile_live(snapshot: &RouteSnapshot, live: &BrokerLiveTable, now: Instant) {
+    let routed: std::collections::HashSet<BrokerAddrKey> = snapshot
+        .brokers
+        .values()
+        .flat_map(|b| b.broker_addrs.values().map(|addr| BrokerAddrKey::new(&b.cluster, addr)))
+        .collect();
+    for (key, _) in live.entries() {
+        if !routed.contains(&key) {
+            tracing::warn!(cluster = %key.cluster, broker = %key.addr, "route snapshot file: live entry of a broker no route names, dropped");
+            live.remove(&key);
+        }
+    }
+    for key in routed {
+        if live.get(&key).is_none() {
+            tracing::warn!(cluster = %key.cluster, broker = %key.addr, "route snapshot file: routed broker without a live entry, given one");
+            live.insert(
+                key,
+                BrokerLiveInfo {
+                    last_update: now,
+                    timeout: DEFAULT_BROKER_TIMEOUT,
+                    data_version: DataVersion::default(),
+                    conn_id: 0,
+                    ha_server_addr: "".into(),
+                },
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::builder::test_registration;
+
+    /// A snapshot with brokers `a` (a:1) and `b` (b:1), and the live entries the writer made for them.
+    fn two_brokers() -> (RoutesToSave, BrokerLiveTable) {
+        let live = BrokerLiveTable::new();
+        let mut index = BrokerTopicIndex::default();
+        let mut builder = RouteBuilder::new(&RouteSnapshot::default(), &mut index, &live);
+        builder.register_broker(&test_registration("a", 0, "a:1", 1, &["ta", "ta2"])).unwrap();
+        builder.register_broker(&test_registration("b", 0, "b:1", 1, &["tb", "tb2"])).unwrap();
+        let snapshot = std::sync::Arc::new(builder.finish().unwrap());
+        (RoutesToSave { snapshot, live: live.entries() }, live)
+    }
+
+    fn restored(routes: &RoutesToSave, now: Instant) -> (RouteSnapshot, BrokerLiveTable) {
+        let live = BrokerLiveTable::new();
+        let snapshot =
+            restore(&dump(routes), &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, now).unwrap();
+        (snapshot, live)
+    }
+
+    #[test]
+    fn a_saved_table_comes_back_with_every_broker_live() {
+        let (routes, _) = two_brokers();
+        let now = Instant::now();
+        let (snapshot, live) = restored(&routes, now);
+        assert_eq!(snapshot.topics.len(), 4);
+        let a = live.get(&BrokerAddrKey::new("c", "a:1")).expect("a is live");
+        assert_eq!(a.data_version.counter, 1, "its DataVersion is kept");
+        assert_eq!(a.last_update, now, "on a fresh timer");
+        assert_eq!(live.len(), 2);
+    }
+
+    /// A file whose routes name a broker without a live entry: the broker is given one, so it expires.
+    #[test]
+    fn a_routed_broker_without_a_live_entry_gets_one_and_expires() {
+        let (mut routes, _) = two_brokers();
+        routes.live.retain(|(k, _)| &*k.addr != "b:1");
+        let now = Instant::now();
+        let (_, live) = restored(&routes, now);
+        let b = BrokerAddrKey::new("c", "b:1");
+        let info = live.get(&b).expect("b has a live entry");
+        assert_eq!(info.data_version, DataVersion::default(), "no DataVersion: its next registration is applied");
+        assert!(live.expired(now + DEFAULT_BROKER_TIMEOUT).is_empty());
+        assert!(live.expired(now + DEFAULT_BROKER_TIMEOUT + Duration::from_millis(1)).contains(&b));
+    }
+
+    /// A file with a live entry that no route names: dropped.
+    #[test]
+    fn a_live_entry_no_route_names_is_dropped() {
+        let (mut routes, live) = two_brokers();
+        let stray = BrokerAddrKey::new("c", "gone:1");
+        live.insert(stray.clone(), live.get(&BrokerAddrKey::new("c", "a:1")).unwrap());
+        routes.live = live.entries();
+        let (_, restored_live) = restored(&routes, Instant::now());
+        assert!(restored_live.get(&stray).is_none());
+        assert_eq!(restored_live.len(), 2);
+    }
 }

@@ -17,6 +17,7 @@ use crate::protocol::QueueData;
 use crate::route::builder::{
     BrokerRegistration, BrokerTopicIndex, RegisterError, RegisterResult, RouteBuilder, UnregisterRequest,
 };
+use crate::route::dump::RoutesToSave;
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
 use crate::route::snapshot::{RouteConfig, RouteSnapshot};
 
@@ -64,6 +65,8 @@ pub enum RouteMutation {
         key: BrokerAddrKey,
         now: Instant,
     },
+    /// The routes and live entries as they are once every mutation queued before this one is applied.
+    RoutesToSave(oneshot::Sender<RoutesToSave>),
 }
 
 /// What the writer has done, for metrics.
@@ -131,6 +134,14 @@ impl RouteHandle {
     pub async fn apply(&self, build: impl FnOnce(Done) -> RouteMutation) -> Result<usize, SubmitError> {
         let (done, rx) = oneshot::channel();
         self.submit(build(done)).await?;
+        rx.await.map_err(|_| SubmitError::Stopped)
+    }
+
+    /// The routes and the live entries of one moment, for the route snapshot file: taken by the writer
+    /// between two batches, so they agree.
+    pub async fn routes_to_save(&self) -> Result<RoutesToSave, SubmitError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(RouteMutation::RoutesToSave(tx)).await?;
         rx.await.map_err(|_| SubmitError::Stopped)
     }
 
@@ -203,7 +214,21 @@ impl RouteWriter {
     pub async fn run(mut self) {
         let mut batch = Vec::new();
         while self.rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            self.apply(std::mem::take(&mut batch));
+            // A request for the routes to save ends a batch: it sees every mutation queued before it.
+            let mut pending = Vec::with_capacity(batch.len());
+            for m in batch.drain(..) {
+                match m {
+                    RouteMutation::RoutesToSave(reply) => {
+                        self.apply(std::mem::take(&mut pending));
+                        let _ = reply
+                            .send(RoutesToSave { snapshot: self.snapshot.load_full(), live: self.liveness.entries() });
+                    }
+                    m => pending.push(m),
+                }
+            }
+            if !pending.is_empty() {
+                self.apply(pending);
+            }
         }
     }
 
@@ -253,6 +278,8 @@ impl RouteWriter {
                         unregister_by_address(&mut builder, &self.liveness, &key);
                     }
                 }
+                // Split off by `run` before a batch gets here.
+                RouteMutation::RoutesToSave(_) => {}
             }
         }
         if let Some(next) = builder.finish() {
@@ -305,6 +332,30 @@ mod tests {
         let snapshot = handle.snapshot.load();
         assert_eq!(snapshot.version, 1, "ten registrations, one publish");
         assert_eq!(snapshot.topics.len(), 20);
+    }
+
+    /// The routes to save see every mutation queued before the request, routes and live entries alike.
+    #[tokio::test]
+    async fn routes_to_save_agree_with_what_was_queued_before() {
+        let (handle, writer) = route_table(RouteSnapshot::default(), None, 64);
+        let (tx, _reply) = oneshot::channel();
+        handle.submit(RouteMutation::Register(Box::new(registration("a")), tx)).await.unwrap();
+        handle
+            .submit_unregister(UnregisterRequest {
+                cluster: "c".into(),
+                broker_addr: "a:1".into(),
+                broker_name: "a".into(),
+                broker_id: 0,
+            })
+            .unwrap();
+        let (tx, _reply) = oneshot::channel();
+        handle.submit(RouteMutation::Register(Box::new(registration("b")), tx)).await.unwrap();
+        tokio::spawn(writer.run());
+        let saved = handle.routes_to_save().await.unwrap();
+        let brokers: Vec<&str> = saved.snapshot.brokers.values().map(|b| &*b.broker_name).collect();
+        assert_eq!(brokers, ["b"]);
+        let live: Vec<&str> = saved.live.iter().map(|(k, _)| &*k.addr).collect();
+        assert_eq!(live, ["b:1"]);
     }
 
     #[tokio::test]

@@ -18,7 +18,7 @@ use tokio_util::codec::Decoder;
 pub struct TestServer {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), rocketns::server::ServeError>>>,
 }
 
 impl TestServer {
@@ -29,11 +29,12 @@ impl TestServer {
         }
     }
 
-    /// Shuts down and waits until the server has stopped (routes saved, connections closed).
+    /// Shuts down and waits until the server has stopped (routes saved, connections closed); fails the test
+    /// if it had stopped on a failure of its own.
     pub async fn shutdown(mut self) {
         self.begin_shutdown();
         if let Some(task) = self.task.take() {
-            let _ = task.await;
+            task.await.expect("server task").expect("the server stopped cleanly");
         }
     }
 }
