@@ -4,18 +4,17 @@
 //! Everything here is synchronous and pure apart from the liveness table; the writer task owns the only
 //! builder, so no lock is needed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
-use crate::protocol::topic_name::is_valid_topic_name;
 use crate::protocol::{BrokerData, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
 use crate::route::encode::{SectionCache, encode_route};
-use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, ConnId, DEFAULT_BROKER_TIMEOUT};
+use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
 use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
 
 /// A REGISTER_BROKER request, decoded.
@@ -219,139 +218,6 @@ impl<'a> RouteBuilder<'a> {
 
     fn topics_of(&self, broker: &str) -> Vec<Arc<str>> {
         self.index.get(broker).map(|s| s.keys().cloned().collect()).unwrap_or_default()
-    }
-
-    /// `RouteInfoManager#registerBroker` (protocol notes §4.2).
-    pub fn register_broker(&mut self, r: &BrokerRegistration) -> Result<RegisterResult, RegisterError> {
-        // 1. The cluster lists the broker name.
-        if !self.next.clusters.get(&r.cluster).is_some_and(|names| names.contains(&r.broker_name)) {
-            Arc::make_mut(&mut self.next.clusters).entry(r.cluster.clone()).or_default().insert(r.broker_name.clone());
-            self.changed = true;
-        }
-        // 2-3. The broker group, created on first sight; zone and acting-master flag follow every registration.
-        let existing = self.next.brokers.get(&r.broker_name).cloned();
-        let mut register_first = existing.is_none();
-        let mut data =
-            existing.map(|b| (*b).clone()).unwrap_or_else(|| BrokerData::new(r.cluster.clone(), r.broker_name.clone()));
-        let old_version_broker = r.enable_acting_master.is_none();
-        data.enable_acting_master = !old_version_broker && r.enable_acting_master == Some(true);
-        data.zone_name = r.zone_name.clone();
-        // 5. One address holds one id: a slave turned master drops its old id.
-        data.broker_addrs.retain(|id, addr| !(*addr == r.broker_addr && *id != r.broker_id));
-        // 6. A registration older (by stateVersion) than the live holder of this id is rejected quietly.
-        if let Some(holder) = data.broker_addrs.get(&r.broker_id).filter(|a| **a != r.broker_addr)
-            && let Some(info) = self.live.get(&BrokerAddrKey { cluster: r.cluster.clone(), addr: holder.clone() })
-            && info.data_version.state_version > r.body.data_version.state_version
-        {
-            tracing::warn!(broker = %r.broker_addr, holder = %holder, "registration with an older stateVersion rejected");
-            self.live.remove(&BrokerAddrKey { cluster: r.cluster.clone(), addr: r.broker_addr.clone() });
-            self.put_broker(data);
-            return Ok(RegisterResult::default());
-        }
-        // 7. An unknown broker id may not start with an incremental one-topic registration.
-        if !data.broker_addrs.contains_key(&r.broker_id) && r.body.topic_configs.len() == 1 {
-            self.put_broker(data);
-            return Err(RegisterError::FirstRegistrationWithOneTopic);
-        }
-        // 8.
-        let previous = data.broker_addrs.insert(r.broker_id, r.broker_addr.clone());
-        register_first |= previous.is_none_or(|a| a.is_empty());
-        // 9.
-        let is_master = r.broker_id == MASTER_ID;
-        let min_id = data.broker_addrs.keys().next().copied().unwrap_or(MASTER_ID);
-        let is_prime_slave = !old_version_broker && !is_master && r.broker_id == min_id;
-        let acting_master = data.enable_acting_master;
-        self.put_broker(data);
-        // 10. The master (or the lowest slave when no master is present) defines the broker's queues.
-        let live_key = BrokerAddrKey { cluster: r.cluster.clone(), addr: r.broker_addr.clone() };
-        if is_master || is_prime_slave {
-            let version_changed = self.live.is_data_version_changed(&live_key, Some(&r.body.data_version));
-            if self.next.config.delete_topic_with_broker_registration && r.body.topic_queue_mappings.is_empty() {
-                let listed: HashSet<&str> =
-                    r.body.topic_configs.iter().filter_map(|t| t.topic_name.as_deref()).collect();
-                for topic in self.topics_of(&r.broker_name) {
-                    if !listed.contains(&*topic) {
-                        self.remove_queue_data(&topic, &r.broker_name);
-                    }
-                }
-            }
-            // First pass, read-only: which topic configs differ from what this broker has in the table?
-            // A periodic re-registration finds none, having touched one plain hash map per topic.
-            let known = self.index.get(&r.broker_name);
-            let mut updates = Vec::new();
-            for tc in &r.body.topic_configs {
-                let Some(topic) = tc.topic_name.as_deref() else {
-                    tracing::warn!(broker = %r.broker_addr, "topic config without topicName ignored");
-                    continue;
-                };
-                if !is_valid_topic_name(topic) {
-                    tracing::warn!(broker = %r.broker_addr, topic = %topic.escape_debug(), "invalid topic name ignored");
-                    continue;
-                }
-                let current = known.and_then(|topics| topics.get(topic));
-                // Java re-applies every config on a new DataVersion or a first registration, and otherwise
-                // only restores routes that are missing (so an operator's perm change survives).
-                if current.is_some() && !register_first && !version_changed {
-                    continue;
-                }
-                let mut config = QueueConfig {
-                    read_queue_nums: tc.read_queue_nums,
-                    write_queue_nums: tc.write_queue_nums,
-                    perm: tc.perm,
-                    topic_sys_flag: tc.topic_sys_flag,
-                };
-                if is_prime_slave && acting_master {
-                    config.perm &= !PERM_WRITE;
-                }
-                if current != Some(&config) {
-                    updates.push((topic, config));
-                }
-            }
-            for (topic, config) in updates {
-                self.put_queue_data(topic, config.for_broker(r.broker_name.clone()));
-            }
-            if version_changed || register_first {
-                for (topic, info) in &r.body.topic_queue_mappings {
-                    self.put_mapping(topic, info);
-                }
-            }
-        }
-        // 11. Liveness.
-        self.live.insert(
-            live_key.clone(),
-            BrokerLiveInfo {
-                last_update: r.now,
-                timeout: r.heartbeat_timeout.unwrap_or(DEFAULT_BROKER_TIMEOUT),
-                data_version: r.body.data_version,
-                conn_id: r.conn_id,
-                ha_server_addr: r.ha_server_addr.clone(),
-            },
-        );
-        // 12. Filter servers: absent leaves them, empty clears them.
-        if let Some(list) = &r.body.filter_server_list {
-            let current = self.next.filter_servers.get(&live_key);
-            let changed = if list.is_empty() { current.is_some() } else { current != Some(list) };
-            if changed {
-                let table = Arc::make_mut(&mut self.next.filter_servers);
-                if list.is_empty() {
-                    table.remove(&live_key);
-                } else {
-                    table.insert(live_key, list.clone());
-                }
-                self.dirty_brokers.insert(r.broker_name.clone());
-                self.changed = true;
-            }
-        }
-        // 13. A slave learns its live master.
-        let mut result = RegisterResult::default();
-        if !is_master
-            && let Some(master) = self.next.brokers.get(&r.broker_name).and_then(|b| b.broker_addrs.get(&MASTER_ID))
-            && let Some(info) = self.live.get(&BrokerAddrKey { cluster: r.cluster.clone(), addr: master.clone() })
-        {
-            result.master_addr = Some(master.clone());
-            result.ha_server_addr = Some(info.ha_server_addr.clone());
-        }
-        Ok(result)
     }
 
     /// `registerTopic` (REGISTER_TOPIC_IN_NAMESRV): stored as sent, but only for known broker names.
@@ -590,6 +456,9 @@ pub(crate) fn test_registration(name: &str, id: i64, addr: &str, counter: i64, t
     };
     BrokerRegistration::plain("c", name, id, addr, body)
 }
+
+#[path = "register.rs"]
+mod register;
 
 #[cfg(test)]
 #[path = "builder_tests.rs"]

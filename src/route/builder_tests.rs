@@ -121,3 +121,148 @@ fn unregistering_last_member_clears_every_table() {
     assert!(t.index.is_empty());
     assert!(t.live.is_empty());
 }
+
+// The steps of `register_broker` (route/register.rs), one rule each.
+
+impl Table {
+    /// Applies one registration and keeps whatever it published; returns the registration's result.
+    fn apply(&mut self, r: &BrokerRegistration) -> Result<RegisterResult, RegisterError> {
+        let mut b = RouteBuilder::new(&self.snapshot, &mut self.index, &self.live);
+        let result = b.register_broker(r);
+        if let Some(next) = b.finish() {
+            self.snapshot = next;
+        }
+        result
+    }
+
+    fn wipe_write_perm(&mut self, broker: &str) {
+        let mut b = RouteBuilder::new(&self.snapshot, &mut self.index, &self.live);
+        b.operate_write_perm(broker, true);
+        if let Some(next) = b.finish() {
+            self.snapshot = next;
+        }
+    }
+
+    fn addrs(&self, broker: &str) -> Vec<(i64, String)> {
+        self.snapshot
+            .brokers
+            .get(broker)
+            .map(|b| b.broker_addrs.iter().map(|(id, a)| (*id, a.to_string())).collect())
+            .unwrap_or_default()
+    }
+
+    fn perm(&self, topic: &str) -> Option<i32> {
+        self.snapshot.topics.get(topic).and_then(|t| t.queue_datas.first()).map(|q| q.perm)
+    }
+}
+
+fn with_state_version(mut r: BrokerRegistration, state_version: i64) -> BrokerRegistration {
+    r.body.data_version.state_version = state_version;
+    r
+}
+
+#[test]
+fn admit_member_lists_each_broker_name_once_in_its_cluster() {
+    let mut t = Table::new();
+    t.apply(&test_registration("a", 0, "a:1", 1, &["t1", "t2"])).unwrap();
+    t.apply(&test_registration("b", 0, "b:1", 1, &["t3", "t4"])).unwrap();
+    t.apply(&test_registration("a", 1, "a:2", 1, &["t1", "t2"])).unwrap();
+    let names: Vec<&str> = t.snapshot.clusters["c"].iter().map(|n| &**n).collect();
+    assert_eq!(names, ["a", "b"]);
+}
+
+#[test]
+fn an_address_that_changes_id_gives_up_its_old_one() {
+    let mut t = Table::new();
+    t.apply(&registration(1, "x:1", 1, &["t1", "t2"])).unwrap();
+    t.apply(&registration(0, "x:1", 2, &["t1", "t2"])).unwrap();
+    assert_eq!(t.addrs("b"), [(0, "x:1".to_string())]);
+}
+
+#[test]
+fn a_registration_older_than_the_live_holder_of_its_id_is_refused_quietly() {
+    let mut t = Table::new();
+    t.apply(&with_state_version(registration(0, "new:1", 1, &["t1", "t2"]), 5)).unwrap();
+    let stale = with_state_version(registration(0, "old:1", 1, &["t1", "t2"]), 3);
+    assert_eq!(t.apply(&stale), Ok(RegisterResult::default()));
+    assert_eq!(t.addrs("b"), [(0, "new:1".to_string())]);
+    assert!(t.live.get(&BrokerAddrKey::new("c", "old:1")).is_none());
+    // A newer one takes the id over.
+    t.apply(&with_state_version(registration(0, "newer:1", 1, &["t1", "t2"]), 6)).unwrap();
+    assert_eq!(t.addrs("b"), [(0, "newer:1".to_string())]);
+}
+
+#[test]
+fn an_unknown_broker_id_may_not_start_with_one_topic() {
+    let mut t = Table::new();
+    assert_eq!(t.apply(&registration(0, "a:1", 1, &["t1"])), Err(RegisterError::FirstRegistrationWithOneTopic));
+    assert!(t.addrs("b").is_empty());
+    assert!(t.snapshot.topics.get("t1").is_none());
+    t.apply(&registration(0, "a:1", 1, &["t1", "t2"])).unwrap();
+    t.apply(&registration(0, "a:1", 2, &["t3"])).expect("a known id may send one topic");
+    assert!(t.snapshot.topics.get("t3").is_some());
+}
+
+#[test]
+fn topic_configs_are_reapplied_only_on_a_new_data_version() {
+    let mut t = Table::new();
+    t.apply(&registration(0, "a:1", 1, &["t1", "t2"])).unwrap();
+    assert_eq!(t.perm("t1"), Some(6));
+    t.wipe_write_perm("b");
+    assert_eq!(t.perm("t1"), Some(4));
+    t.apply(&registration(0, "a:1", 1, &["t1", "t2"])).unwrap();
+    assert_eq!(t.perm("t1"), Some(4), "the same DataVersion leaves the operator's change");
+    t.apply(&registration(0, "a:1", 2, &["t1", "t2"])).unwrap();
+    assert_eq!(t.perm("t1"), Some(6), "a new DataVersion re-applies the broker's config");
+}
+
+#[test]
+fn a_prime_slave_of_an_acting_master_group_defines_read_only_queues() {
+    let mut t = Table::new();
+    let mut slave = registration(1, "s:1", 1, &["t1", "t2"]);
+    slave.enable_acting_master = Some(true);
+    t.apply(&slave).unwrap();
+    assert_eq!(t.perm("t1"), Some(4), "no write permission while no master is registered");
+    assert!(t.snapshot.brokers["b"].enable_acting_master);
+}
+
+#[test]
+fn a_4x_slave_never_defines_queues() {
+    let mut t = Table::new();
+    let mut slave = registration(1, "s:1", 1, &["t1", "t2"]);
+    slave.enable_acting_master = None;
+    t.apply(&slave).unwrap();
+    assert_eq!(t.addrs("b"), [(1, "s:1".to_string())]);
+    assert!(t.snapshot.topics.get("t1").is_none());
+}
+
+#[test]
+fn filter_servers_absent_are_kept_and_empty_are_cleared() {
+    let mut t = Table::new();
+    let key = BrokerAddrKey::new("c", "a:1");
+    let mut r = registration(0, "a:1", 1, &["t1", "t2"]);
+    r.body.filter_server_list = Some(vec!["f:1".into()]);
+    t.apply(&r).unwrap();
+    assert_eq!(t.snapshot.filter_servers.get(&key), Some(&vec!["f:1".to_string()]));
+    r.body.filter_server_list = None;
+    t.apply(&r).unwrap();
+    assert_eq!(t.snapshot.filter_servers.get(&key), Some(&vec!["f:1".to_string()]), "absent: kept");
+    r.body.filter_server_list = Some(vec![]);
+    t.apply(&r).unwrap();
+    assert!(t.snapshot.filter_servers.get(&key).is_none(), "empty: cleared");
+}
+
+#[test]
+fn a_slave_learns_its_live_master_and_its_ha_address() {
+    let mut t = Table::new();
+    let slave = registration(1, "s:1", 1, &["t1", "t2"]);
+    assert_eq!(t.apply(&slave), Ok(RegisterResult::default()), "no master yet");
+    let mut master = registration(0, "m:1", 1, &["t1", "t2"]);
+    master.ha_server_addr = "m:2".into();
+    assert_eq!(t.apply(&master), Ok(RegisterResult::default()), "a master is told nothing");
+    let result = t.apply(&slave).unwrap();
+    assert_eq!(result.master_addr.as_deref(), Some("m:1"));
+    assert_eq!(result.ha_server_addr.as_deref(), Some("m:2"));
+    t.live.remove(&BrokerAddrKey::new("c", "m:1"));
+    assert_eq!(t.apply(&slave), Ok(RegisterResult::default()), "a master that is not live is not named");
+}

@@ -1,0 +1,204 @@
+//! REGISTER_BROKER applied to the route builder: Java's `RouteInfoManager#registerBroker`, as named steps, each
+//! stating the rule it applies. A child module of `builder`, so it reaches the builder's tables directly.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::{BrokerRegistration, QueueConfig, RegisterError, RegisterResult, RouteBuilder};
+use crate::protocol::BrokerData;
+use crate::protocol::route_data::{MASTER_ID, PERM_WRITE};
+use crate::protocol::topic_name::is_valid_topic_name;
+use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, DEFAULT_BROKER_TIMEOUT};
+
+/// What the registering broker is to its group, which decides whether its topic configs define routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Master,
+    /// The lowest-id slave of a 5.x group that has no master registered: it defines the queues meanwhile.
+    PrimeSlave,
+    OtherSlave,
+}
+
+impl Role {
+    fn of(group: &BrokerData, r: &BrokerRegistration) -> Role {
+        let lowest_id = group.broker_addrs.keys().next().copied().unwrap_or(MASTER_ID);
+        match r.broker_id {
+            MASTER_ID => Role::Master,
+            id if id == lowest_id && r.enable_acting_master.is_some() => Role::PrimeSlave,
+            _ => Role::OtherSlave,
+        }
+    }
+}
+
+impl RouteBuilder<'_> {
+    /// `RouteInfoManager#registerBroker`.
+    pub fn register_broker(&mut self, r: &BrokerRegistration) -> Result<RegisterResult, RegisterError> {
+        self.admit_member(r);
+        let (mut group, mut first_registration) = self.broker_group(r);
+        release_other_id(&mut group, r);
+        if self.older_than_holder_of_id(&group, r) {
+            tracing::warn!(broker = %r.broker_addr, "registration with an older stateVersion rejected");
+            self.live.remove(&live_key(r));
+            self.put_broker(group);
+            return Ok(RegisterResult::default());
+        }
+        if !group.broker_addrs.contains_key(&r.broker_id) && r.body.topic_configs.len() == 1 {
+            self.put_broker(group);
+            return Err(RegisterError::FirstRegistrationWithOneTopic);
+        }
+        let previous = group.broker_addrs.insert(r.broker_id, r.broker_addr.clone());
+        first_registration |= previous.is_none_or(|a| a.is_empty());
+        let role = Role::of(&group, r);
+        let acting_master = group.enable_acting_master;
+        self.put_broker(group);
+        if role != Role::OtherSlave {
+            let version_changed = self.live.is_data_version_changed(&live_key(r), Some(&r.body.data_version));
+            let reapply = first_registration || version_changed;
+            self.sync_topic_configs(r, reapply, role == Role::PrimeSlave && acting_master);
+            if reapply {
+                for (topic, info) in &r.body.topic_queue_mappings {
+                    self.put_mapping(topic, info);
+                }
+            }
+        }
+        self.record_live(r);
+        self.sync_filter_servers(r);
+        Ok(self.master_of(r))
+    }
+
+    /// The cluster lists the broker name (clusters only ever gain names from registrations).
+    pub(super) fn admit_member(&mut self, r: &BrokerRegistration) {
+        if !self.next.clusters.get(&r.cluster).is_some_and(|names| names.contains(&r.broker_name)) {
+            Arc::make_mut(&mut self.next.clusters).entry(r.cluster.clone()).or_default().insert(r.broker_name.clone());
+            self.changed = true;
+        }
+    }
+
+    /// The broker group (BrokerData), created on first sight, with the zone and acting-master flag of this
+    /// registration (a 4.x broker, which sends no flag, is never an acting-master group); and whether the
+    /// group is new, which makes this a first registration.
+    pub(super) fn broker_group(&self, r: &BrokerRegistration) -> (BrokerData, bool) {
+        let existing = self.next.brokers.get(&r.broker_name);
+        let mut group = existing
+            .map(|b| (**b).clone())
+            .unwrap_or_else(|| BrokerData::new(r.cluster.clone(), r.broker_name.clone()));
+        group.enable_acting_master = r.enable_acting_master == Some(true);
+        group.zone_name = r.zone_name.clone();
+        (group, existing.is_none())
+    }
+
+    /// The stateVersion guard: another live address already holds this broker id with a newer stateVersion
+    /// (a controller-mode failover), so this registration is stale: refused without an error, and the
+    /// sender's live entry dropped.
+    pub(super) fn older_than_holder_of_id(&self, group: &BrokerData, r: &BrokerRegistration) -> bool {
+        group.broker_addrs.get(&r.broker_id).filter(|holder| **holder != r.broker_addr).is_some_and(|holder| {
+            self.live
+                .get(&BrokerAddrKey { cluster: r.cluster.clone(), addr: holder.clone() })
+                .is_some_and(|info| info.data_version.state_version > r.body.data_version.state_version)
+        })
+    }
+
+    /// `topicConfigWrapper` to queue data. Every config is re-applied on a first registration or a new
+    /// DataVersion (`reapply`); otherwise only routes that are missing are restored, so an operator's change
+    /// (a wiped write permission) survives periodic re-registrations. With `deleteTopicWithBrokerRegistration`,
+    /// a full registration (no static-topic mappings) also drops the broker's topics it no longer lists. A
+    /// prime slave of an acting-master group registers its topics without write permission (`read_only`).
+    pub(super) fn sync_topic_configs(&mut self, r: &BrokerRegistration, reapply: bool, read_only: bool) {
+        if self.next.config.delete_topic_with_broker_registration && r.body.topic_queue_mappings.is_empty() {
+            let listed: HashSet<&str> = r.body.topic_configs.iter().filter_map(|t| t.topic_name.as_deref()).collect();
+            for topic in self.topics_of(&r.broker_name) {
+                if !listed.contains(&*topic) {
+                    self.remove_queue_data(&topic, &r.broker_name);
+                }
+            }
+        }
+        // Read-only first: which configs differ from what this broker has in the table? A periodic
+        // re-registration finds none, having touched one plain hash map per topic.
+        let known = self.index.get(&r.broker_name);
+        let mut updates = Vec::new();
+        for tc in &r.body.topic_configs {
+            let Some(topic) = tc.topic_name.as_deref() else {
+                tracing::warn!(broker = %r.broker_addr, "topic config without topicName ignored");
+                continue;
+            };
+            if !is_valid_topic_name(topic) {
+                tracing::warn!(broker = %r.broker_addr, topic = %topic.escape_debug(), "invalid topic name ignored");
+                continue;
+            }
+            let current = known.and_then(|topics| topics.get(topic));
+            if current.is_some() && !reapply {
+                continue;
+            }
+            let mut config = QueueConfig {
+                read_queue_nums: tc.read_queue_nums,
+                write_queue_nums: tc.write_queue_nums,
+                perm: tc.perm,
+                topic_sys_flag: tc.topic_sys_flag,
+            };
+            if read_only {
+                config.perm &= !PERM_WRITE;
+            }
+            if current != Some(&config) {
+                updates.push((topic, config));
+            }
+        }
+        for (topic, config) in updates {
+            self.put_queue_data(topic, config.for_broker(r.broker_name.clone()));
+        }
+    }
+
+    /// The broker's live entry: heartbeat now, its own timeout (`heartbeatTimeoutMillis`) or the default,
+    /// its DataVersion, connection and HA address.
+    pub(super) fn record_live(&mut self, r: &BrokerRegistration) {
+        self.live.insert(
+            live_key(r),
+            BrokerLiveInfo {
+                last_update: r.now,
+                timeout: r.heartbeat_timeout.unwrap_or(DEFAULT_BROKER_TIMEOUT),
+                data_version: r.body.data_version,
+                conn_id: r.conn_id,
+                ha_server_addr: r.ha_server_addr.clone(),
+            },
+        );
+    }
+
+    /// Filter servers: a registration without the list leaves them as they are, an empty list clears them.
+    pub(super) fn sync_filter_servers(&mut self, r: &BrokerRegistration) {
+        let Some(list) = &r.body.filter_server_list else { return };
+        let key = live_key(r);
+        let current = self.next.filter_servers.get(&key);
+        let changed = if list.is_empty() { current.is_some() } else { current != Some(list) };
+        if changed {
+            let table = Arc::make_mut(&mut self.next.filter_servers);
+            if list.is_empty() {
+                table.remove(&key);
+            } else {
+                table.insert(key, list.clone());
+            }
+            self.dirty_brokers.insert(r.broker_name.clone());
+            self.changed = true;
+        }
+    }
+
+    /// The master lookup: a slave's reply names its group's master and the master's HA address, when the
+    /// master is registered and live.
+    pub(super) fn master_of(&self, r: &BrokerRegistration) -> RegisterResult {
+        if r.broker_id == MASTER_ID {
+            return RegisterResult::default();
+        }
+        let master = self.next.brokers.get(&r.broker_name).and_then(|b| b.broker_addrs.get(&MASTER_ID));
+        match master.and_then(|m| self.live.get(&BrokerAddrKey { cluster: r.cluster.clone(), addr: m.clone() })) {
+            Some(info) => RegisterResult { master_addr: master.cloned(), ha_server_addr: Some(info.ha_server_addr) },
+            None => RegisterResult::default(),
+        }
+    }
+}
+
+/// One address holds one id: a slave turned master (or the other way round) drops its old id.
+pub(super) fn release_other_id(group: &mut BrokerData, r: &BrokerRegistration) {
+    group.broker_addrs.retain(|id, addr| !(*addr == r.broker_addr && *id != r.broker_id));
+}
+
+fn live_key(r: &BrokerRegistration) -> BrokerAddrKey {
+    BrokerAddrKey { cluster: r.cluster.clone(), addr: r.broker_addr.clone() }
+}
