@@ -110,19 +110,13 @@ pub(super) async fn register_topic(p: &Processor, req: &RemotingCommand) -> Resu
     }
     let parsed: QueueDatasOnly =
         lenient::from_fastjson_slice(&req.body).map_err(|e| RequestError::InvalidBody(e.to_string()))?;
-    let mut queue_datas = Vec::new();
-    for q in parsed.queue_datas.unwrap_or_default() {
-        let Some(name) = q.broker_name else {
-            return Err(RequestError::InvalidBody("queue data without brokerName".into()));
-        };
-        queue_datas.push(QueueData {
-            broker_name: name.into(),
-            read_queue_nums: q.read_queue_nums,
-            write_queue_nums: q.write_queue_nums,
-            perm: q.perm,
-            topic_sys_flag: q.topic_sys_flag,
-        });
-    }
+    let queue_datas = parsed
+        .queue_datas
+        .unwrap_or_default()
+        .into_iter()
+        .map(QueueData::try_from)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|why| RequestError::InvalidBody(why.into()))?;
     if !queue_datas.is_empty() {
         let topic = topic.to_string();
         p.routes.apply(|done| RouteMutation::RegisterTopic { topic, queue_datas, done }).await?;

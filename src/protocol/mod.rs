@@ -10,5 +10,5 @@ pub mod topic_name;
 
 pub use data_version::DataVersion;
 pub use register_body::{RegisterBrokerBody, TopicConfig};
-pub use route_data::{BrokerData, QueueData};
+pub use route_data::{BrokerData, QueueConfig, QueueData};
 pub use static_topic::TopicQueueMappingInfo;

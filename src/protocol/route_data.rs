@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::json::{self, JsonStyle};
 use crate::protocol::lenient;
@@ -14,14 +14,54 @@ pub const MASTER_ID: i64 = 0;
 pub const PERM_WRITE: i32 = 2;
 pub const PERM_READ: i32 = 4;
 
-/// A topic's queues on one broker group.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A topic's queues on one broker group. Also the shape of queue data in the route snapshot file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct QueueData {
     pub broker_name: Arc<str>,
     pub read_queue_nums: i32,
     pub write_queue_nums: i32,
     pub perm: i32,
     pub topic_sys_flag: i32,
+}
+
+/// A topic's queue settings on one broker: QueueData without the broker name, as the route builder
+/// indexes them per broker and a broker's TopicConfig carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub read_queue_nums: i32,
+    pub write_queue_nums: i32,
+    pub perm: i32,
+    pub topic_sys_flag: i32,
+}
+
+impl QueueConfig {
+    pub fn for_broker(self, broker_name: Arc<str>) -> QueueData {
+        let QueueConfig { read_queue_nums, write_queue_nums, perm, topic_sys_flag } = self;
+        QueueData { broker_name, read_queue_nums, write_queue_nums, perm, topic_sys_flag }
+    }
+}
+
+impl From<&QueueData> for QueueConfig {
+    fn from(q: &QueueData) -> Self {
+        QueueConfig {
+            read_queue_nums: q.read_queue_nums,
+            write_queue_nums: q.write_queue_nums,
+            perm: q.perm,
+            topic_sys_flag: q.topic_sys_flag,
+        }
+    }
+}
+
+impl From<&crate::protocol::TopicConfig> for QueueConfig {
+    fn from(t: &crate::protocol::TopicConfig) -> Self {
+        QueueConfig {
+            read_queue_nums: t.read_queue_nums,
+            write_queue_nums: t.write_queue_nums,
+            perm: t.perm,
+            topic_sys_flag: t.topic_sys_flag,
+        }
+    }
 }
 
 impl QueueData {
@@ -182,6 +222,22 @@ pub struct QueueDataJson {
     pub perm: i32,
     #[serde(default, deserialize_with = "lenient::i32_or_zero")]
     pub topic_sys_flag: i32,
+}
+
+/// Queue data as REGISTER_TOPIC_IN_NAMESRV sends it has to name its broker.
+impl TryFrom<QueueDataJson> for QueueData {
+    type Error = &'static str;
+
+    fn try_from(q: QueueDataJson) -> Result<Self, Self::Error> {
+        let broker_name = q.broker_name.ok_or("queue data without brokerName")?;
+        let config = QueueConfig {
+            read_queue_nums: q.read_queue_nums,
+            write_queue_nums: q.write_queue_nums,
+            perm: q.perm,
+            topic_sys_flag: q.topic_sys_flag,
+        };
+        Ok(config.for_broker(broker_name.into()))
+    }
 }
 
 #[cfg(test)]

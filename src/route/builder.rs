@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
-use crate::protocol::{BrokerData, QueueData, RegisterBrokerBody};
+use crate::protocol::{BrokerData, QueueConfig, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
 use crate::route::encode::{SectionCache, encode_route};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
@@ -81,36 +81,6 @@ pub struct UnregisterRequest {
     pub broker_addr: Arc<str>,
     pub broker_name: Arc<str>,
     pub broker_id: i64,
-}
-
-/// A broker's queue settings for one topic: QueueData without the broker name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueConfig {
-    pub read_queue_nums: i32,
-    pub write_queue_nums: i32,
-    pub perm: i32,
-    pub topic_sys_flag: i32,
-}
-
-impl QueueConfig {
-    fn of(q: &QueueData) -> Self {
-        QueueConfig {
-            read_queue_nums: q.read_queue_nums,
-            write_queue_nums: q.write_queue_nums,
-            perm: q.perm,
-            topic_sys_flag: q.topic_sys_flag,
-        }
-    }
-
-    fn for_broker(self, broker_name: Arc<str>) -> QueueData {
-        QueueData {
-            broker_name,
-            read_queue_nums: self.read_queue_nums,
-            write_queue_nums: self.write_queue_nums,
-            perm: self.perm,
-            topic_sys_flag: self.topic_sys_flag,
-        }
-    }
 }
 
 /// Broker name → topic → that broker's queue settings for the topic. Derived from the snapshot's queue
@@ -186,7 +156,7 @@ impl<'a> RouteBuilder<'a> {
 
     /// Inserts or replaces the queue data of `qd.broker_name` for `topic` when it differs.
     fn put_queue_data(&mut self, topic: &str, qd: QueueData) {
-        let config = QueueConfig::of(&qd);
+        let config = QueueConfig::from(&qd);
         if self.queue_config(topic, &qd.broker_name) == Some(config) {
             return;
         }
@@ -292,14 +262,7 @@ impl<'a> RouteBuilder<'a> {
             clusters.entry(cluster.into()).or_default().extend(names.into_iter().map(Arc::from));
         }
         for t in dump.topics {
-            for q in t.queue_datas {
-                let qd = QueueData {
-                    broker_name: q.broker_name.into(),
-                    read_queue_nums: q.read_queue_nums,
-                    write_queue_nums: q.write_queue_nums,
-                    perm: q.perm,
-                    topic_sys_flag: q.topic_sys_flag,
-                };
+            for qd in t.queue_datas {
                 self.put_queue_data(&t.topic, qd);
             }
         }

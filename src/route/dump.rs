@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::protocol::{DataVersion, TopicQueueMappingInfo};
+use crate::protocol::{DataVersion, QueueData, TopicQueueMappingInfo};
 use crate::route::builder::{BrokerTopicIndex, RouteBuilder};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, DEFAULT_BROKER_TIMEOUT};
 use crate::route::snapshot::RouteSnapshot;
@@ -48,17 +48,7 @@ pub struct BrokerDump {
 #[serde(rename_all = "camelCase")]
 pub struct TopicDump {
     pub topic: String,
-    pub queue_datas: Vec<QueueDump>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct QueueDump {
-    pub broker_name: String,
-    pub read_queue_nums: i32,
-    pub write_queue_nums: i32,
-    pub perm: i32,
-    pub topic_sys_flag: i32,
+    pub queue_datas: Vec<QueueData>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -119,20 +109,7 @@ pub fn dump(routes: &RoutesToSave) -> Vec<u8> {
     let mut topics: Vec<TopicDump> = snapshot
         .topics
         .iter()
-        .map(|(topic, route)| TopicDump {
-            topic: topic.to_string(),
-            queue_datas: route
-                .queue_datas
-                .iter()
-                .map(|q| QueueDump {
-                    broker_name: q.broker_name.to_string(),
-                    read_queue_nums: q.read_queue_nums,
-                    write_queue_nums: q.write_queue_nums,
-                    perm: q.perm,
-                    topic_sys_flag: q.topic_sys_flag,
-                })
-                .collect(),
-        })
+        .map(|(topic, route)| TopicDump { topic: topic.to_string(), queue_datas: route.queue_datas.clone() })
         .collect();
     topics.sort_by(|a, b| a.topic.cmp(&b.topic));
     let file = RouteDump {

@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{BrokerRegistration, QueueConfig, RegisterError, RegisterResult, RouteBuilder};
-use crate::protocol::BrokerData;
+use super::{BrokerRegistration, RegisterError, RegisterResult, RouteBuilder};
 use crate::protocol::route_data::{MASTER_ID, PERM_WRITE};
 use crate::protocol::topic_name::is_valid_topic_name;
+use crate::protocol::{BrokerData, QueueConfig};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, DEFAULT_BROKER_TIMEOUT};
 
 /// What the registering broker is to its group, which decides whether its topic configs define routes.
@@ -129,12 +129,7 @@ impl RouteBuilder<'_> {
             if current.is_some() && !reapply {
                 continue;
             }
-            let mut config = QueueConfig {
-                read_queue_nums: tc.read_queue_nums,
-                write_queue_nums: tc.write_queue_nums,
-                perm: tc.perm,
-                topic_sys_flag: tc.topic_sys_flag,
-            };
+            let mut config = QueueConfig::from(tc);
             if read_only {
                 config.perm &= !PERM_WRITE;
             }
