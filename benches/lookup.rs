@@ -17,7 +17,7 @@ use rocketns::json::JsonStyle;
 use rocketns::processor::Processor;
 use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
-use rocketns::route::{BrokerRegistration, RouteHandle, RouteSnapshot, route_table};
+use rocketns::route::{RouteHandle, RouteSnapshot, route_table};
 
 const BROKERS: usize = 4;
 const TOPICS: usize = 1000;
@@ -35,7 +35,7 @@ async fn populated_table() -> RouteHandle {
                 filter_server_list: Some(vec![]),
                 topic_queue_mappings: Vec::new(),
             };
-            let r = BrokerRegistration::plain(
+            let r = rocketns::testing::registration(
                 "DefaultCluster",
                 &format!("broker-{b}"),
                 id,

@@ -25,12 +25,12 @@ fn body(topics: usize, counter: i64, wide: Option<usize>) -> Vec<u8> {
         })
         .collect();
     let dv = DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 };
-    rocketns::protocol::register_body::encode_json(&dv, &configs)
+    rocketns::testing::register_body_json(&dv, &configs)
 }
 
 fn registration(name: &str, body: &[u8]) -> BrokerRegistration {
     let body = RegisterBrokerBody::decode(body, false, 479).expect("valid body");
-    BrokerRegistration::plain("DefaultCluster", name, 0, &format!("{name}:10911"), body)
+    rocketns::testing::registration("DefaultCluster", name, 0, &format!("{name}:10911"), body)
 }
 
 /// The route table after `name` registered `body`.

@@ -25,6 +25,7 @@ pub mod protocol;
 pub mod remoting;
 pub mod route;
 pub mod server;
+pub mod testing;
 pub mod tls;
 
 pub use config::NamesrvConfig;

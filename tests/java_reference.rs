@@ -140,7 +140,7 @@ fn route(topic: &str, version: i32) -> RemotingCommand {
 /// REGISTER_BROKER with a zlib body, as a broker with `compressedRegister=true` sends it.
 fn compressed_register(b: &Broker<'_>, counter: i64, topics: &[(&str, i32, i32)]) -> RemotingCommand {
     let configs: Vec<TopicConfig> = topics.iter().map(|(n, q, p)| TopicConfig::new(*n, *q, *q, *p)).collect();
-    let body = rocketns::protocol::register_body::encode_compressed(&dv(counter), &configs, &[]);
+    let body = rocketns::testing::register_body_compressed(&dv(counter), &configs, &[]);
     let cmd = with_ext(register_request(b, dv(counter), topics), &[("compressed", "true")]);
     register_with_body(cmd, body)
 }

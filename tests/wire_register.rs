@@ -443,7 +443,7 @@ async fn crc_is_checked_unless_zero() {
 async fn compressed_registration() {
     use rocketns::protocol::TopicConfig;
     let topic = |n: &str| TopicConfig::new(n, 4, 4, 6);
-    let body = rocketns::protocol::register_body::encode_compressed(&dv(1), &[topic("TopicTest"), topic("T2")], &[]);
+    let body = rocketns::testing::register_body_compressed(&dv(1), &[topic("TopicTest"), topic("T2")], &[]);
     for compressed in ["true", "false"] {
         let server = start().await;
         let mut c = Client::connect(server.addr).await;

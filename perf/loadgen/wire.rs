@@ -48,10 +48,11 @@ pub fn register_request(
     counter: i64,
     compressed: bool,
 ) -> RemotingCommand {
-    use rocketns::protocol::register_body::{encode_compressed, encode_json};
+    use rocketns::testing::{register_body_compressed, register_body_json};
     let configs: Vec<TopicConfig> = topics.iter().map(|t| TopicConfig::new(t.as_str(), 8, 8, 6)).collect();
     let dv = DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 };
-    let body = if compressed { encode_compressed(&dv, &configs, &[]) } else { encode_json(&dv, &configs) };
+    let body =
+        if compressed { register_body_compressed(&dv, &configs, &[]) } else { register_body_json(&dv, &configs) };
     let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
     let ext: ExtFields = [
         ("brokerAddr", addr.to_string()),

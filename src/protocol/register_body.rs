@@ -239,68 +239,6 @@ fn parse_topic_config_text(text: &str) -> Result<TopicConfig, BodyError> {
     })
 }
 
-/// Encodes the JSON RegisterBrokerBody a 5.x broker sends (no filter servers, no static topics); used by
-/// tests, benches and the load generator.
-pub fn encode_json(data_version: &DataVersion, topics: &[TopicConfig]) -> Vec<u8> {
-    use crate::json::{self, JsonStyle};
-    let dv = data_version.to_json();
-    let mut out = Vec::with_capacity(256 + topics.len() * 200);
-    out.extend_from_slice(b"{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{\"dataVersion\":");
-    out.extend_from_slice(&dv);
-    out.extend_from_slice(b",\"mappingDataVersion\":");
-    out.extend_from_slice(&dv);
-    out.extend_from_slice(b",\"topicConfigTable\":{");
-    for (i, t) in topics.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let name = t.topic_name.as_deref().unwrap_or("");
-        json::write_key(&mut out, name);
-        out.extend_from_slice(b"{\"attributes\":{},\"order\":false,\"perm\":");
-        json::write_int(&mut out, t.perm as i64);
-        out.extend_from_slice(b",\"readQueueNums\":");
-        json::write_int(&mut out, t.read_queue_nums as i64);
-        out.extend_from_slice(b",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
-        json::write_str(&mut out, name, JsonStyle::Fastjson);
-        out.extend_from_slice(b",\"topicSysFlag\":");
-        json::write_int(&mut out, t.topic_sys_flag as i64);
-        out.extend_from_slice(b",\"writeQueueNums\":");
-        json::write_int(&mut out, t.write_queue_nums as i64);
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"},\"topicQueueMappingDetailMap\":{},\"topicQueueMappingInfoMap\":{}}}");
-    out
-}
-
-/// Encodes the compressed form (level 9, like the broker); used by tests and the load generator.
-pub fn encode_compressed(data_version: &DataVersion, topics: &[TopicConfig], filters: &[String]) -> Vec<u8> {
-    use std::io::Write;
-    let mut raw = Vec::new();
-    let dv = data_version.to_json();
-    raw.extend_from_slice(&(dv.len() as i32).to_be_bytes());
-    raw.extend_from_slice(&dv);
-    raw.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-    for t in topics {
-        let text = format!(
-            "{} {} {} {} SINGLE_TAG {{}}",
-            t.topic_name.as_deref().unwrap_or(""),
-            t.read_queue_nums,
-            t.write_queue_nums,
-            t.perm
-        );
-        raw.extend_from_slice(&(text.len() as i32).to_be_bytes());
-        raw.extend_from_slice(text.as_bytes());
-    }
-    let f = serde_json::to_vec(filters).unwrap_or_else(|_| b"[]".to_vec());
-    raw.extend_from_slice(&(f.len() as i32).to_be_bytes());
-    raw.extend_from_slice(&f);
-    raw.extend_from_slice(&0i32.to_be_bytes());
-    let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
-    // Writing into a Vec cannot fail.
-    let _ = enc.write_all(&raw);
-    enc.finish().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,7 +294,8 @@ mod tests {
     fn json_encoder_round_trips() {
         let dv = DataVersion { counter: 7, state_version: 2, timestamp: 5 };
         let topics = vec![topic_test(), TopicConfig { topic_sys_flag: 3, ..TopicConfig::new("a\"b", 1, 2, 4) }];
-        let decoded = RegisterBrokerBody::decode(&encode_json(&dv, &topics), false, 479).unwrap();
+        let decoded =
+            RegisterBrokerBody::decode(&crate::testing::register_body_json(&dv, &topics), false, 479).unwrap();
         assert_eq!((decoded.data_version, decoded.topic_configs), (dv, topics));
         assert_eq!(decoded.filter_server_list, Some(vec![]));
     }
@@ -364,7 +303,7 @@ mod tests {
     #[test]
     fn compressed_encoder_round_trips() {
         let dv = DataVersion { counter: 7, state_version: 2, timestamp: 5 };
-        let body = encode_compressed(&dv, &[topic_test()], &["10.0.0.1:30000".into()]);
+        let body = crate::testing::register_body_compressed(&dv, &[topic_test()], &["10.0.0.1:30000".into()]);
         let decoded = RegisterBrokerBody::decode(&body, true, 479).unwrap();
         assert_eq!(decoded.data_version, dv);
         assert_eq!(decoded.topic_configs, vec![topic_test()]);

@@ -34,32 +34,6 @@ pub struct BrokerRegistration {
     pub now: Instant,
 }
 
-impl BrokerRegistration {
-    /// A 5.x broker's registration with no HA address, zone, own heartbeat timeout or acting master, received
-    /// now on connection 1: what unit tests, benches and tools need.
-    pub fn plain(
-        cluster: &str,
-        broker_name: &str,
-        broker_id: i64,
-        broker_addr: &str,
-        body: RegisterBrokerBody,
-    ) -> Self {
-        BrokerRegistration {
-            cluster: cluster.into(),
-            broker_addr: broker_addr.into(),
-            broker_name: broker_name.into(),
-            broker_id,
-            ha_server_addr: "".into(),
-            zone_name: None,
-            heartbeat_timeout: None,
-            enable_acting_master: Some(false),
-            body,
-            conn_id: 1,
-            now: Instant::now(),
-        }
-    }
-}
-
 /// What the reply to a registration carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegisterResult {
@@ -417,7 +391,7 @@ pub(crate) fn test_registration(name: &str, id: i64, addr: &str, counter: i64, t
         filter_server_list: Some(vec![]),
         topic_queue_mappings: Vec::new(),
     };
-    BrokerRegistration::plain("c", name, id, addr, body)
+    crate::testing::registration("c", name, id, addr, body)
 }
 
 #[path = "register.rs"]

@@ -202,7 +202,7 @@ pub type Topic<'a> = (&'a str, i32, i32);
 pub fn register_body(dv: DataVersion, topics: &[(&str, i32, i32)]) -> Vec<u8> {
     let configs: Vec<TopicConfig> =
         topics.iter().map(|(name, queues, perm)| TopicConfig::new(*name, *queues, *queues, *perm)).collect();
-    rocketns::protocol::register_body::encode_json(&dv, &configs)
+    rocketns::testing::register_body_json(&dv, &configs)
 }
 
 pub fn dv(counter: i64) -> DataVersion {
