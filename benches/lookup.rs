@@ -14,10 +14,10 @@ use bytes::BytesMut;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rocketns::NamesrvConfig;
 use rocketns::json::JsonStyle;
-use rocketns::processor::Processor;
 use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
 use rocketns::route::{RouteHandle, RouteSnapshot, route_table};
+use rocketns::state::ServerState;
 
 const BROKERS: usize = 4;
 const TOPICS: usize = 1000;
@@ -54,7 +54,7 @@ fn lookup(c: &mut Criterion) {
     let kv_dir = tempfile::tempdir().expect("temp dir");
     let kv = rocketns::kvconfig::KvConfigStore::load(&kv_dir.path().join("kvConfig.json")).expect("empty KV store");
     let config = std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
-    let processor = Processor::new(handle.clone(), config, std::sync::Arc::new(kv), None);
+    let state = ServerState::new(handle.clone(), config, std::sync::Arc::new(kv), None);
 
     c.bench_function("snapshot_lookup", |b| {
         b.iter(|| {
@@ -70,7 +70,7 @@ fn lookup(c: &mut Criterion) {
     c.bench_function("get_routeinfo_request", |b| {
         b.to_async(&rt).iter(|| async {
             let mut req = request.take().expect("the request is back in its cell");
-            let resp = processor.process(&mut req, 1).await;
+            let resp = rocketns::processor::dispatch(&state, &mut req, 1).await;
             request.replace(Some(req));
             let mut out = out.borrow_mut();
             out.clear();

@@ -14,10 +14,10 @@ use tokio_util::codec::Decoder;
 
 use crate::frame_budget::{FrameBudget, LARGE_FRAME, LargeFrameError, Reservation};
 use crate::metrics::RequestTally;
-use crate::processor::Processor;
 use crate::protocol::codes::{request, response};
 use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, announced_frame_len, decode_command};
 use crate::route::ConnId;
+use crate::state::ServerState;
 
 const READ_BUFFER: usize = 8 * 1024;
 const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
@@ -79,7 +79,7 @@ impl OutQueue {
 pub struct Connection<S> {
     stream: S,
     id: ConnId,
-    processor: Processor,
+    state: ServerState,
     decoder: FrameDecoder,
     budget: FrameBudget,
     large_frame_timeout: Duration,
@@ -102,21 +102,12 @@ fn frame_cap(limit: u64) -> usize {
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Every connection may send frames up to `frameMaxLength`, as with Java; frames over 64 KiB are
     /// buffered within the server-wide `budget`.
-    pub fn new(stream: S, id: ConnId, processor: Processor, budget: FrameBudget) -> Self {
-        let config = processor.config.load();
+    pub fn new(stream: S, id: ConnId, state: ServerState, budget: FrameBudget) -> Self {
+        let config = state.config.load();
         let decoder = FrameDecoder::new(frame_cap(config.frame_max_length));
         let idle_timeout = config.channel_idle_timeout();
         let large_frame_timeout = config.large_frame_timeout();
-        Connection {
-            stream,
-            id,
-            processor,
-            decoder,
-            budget,
-            large_frame_timeout,
-            registered_broker: false,
-            idle_timeout,
-        }
+        Connection { stream, id, state, decoder, budget, large_frame_timeout, registered_broker: false, idle_timeout }
     }
 
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
@@ -130,7 +121,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 
     async fn serve(&mut self) {
         let mut read_buf = BytesMut::with_capacity(READ_BUFFER);
-        let mut out = OutQueue::new(self.processor.config.load().reply_serialize_type());
+        let mut out = OutQueue::new(self.state.config.load().reply_serialize_type());
         let mut tally = RequestTally::default();
         let mut large: Option<LargeFrame> = None;
         loop {
@@ -167,10 +158,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
                 let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
                 let started = sampled.then(std::time::Instant::now);
-                let resp = self.processor.process(&mut cmd, self.id).await;
+                let resp = crate::processor::dispatch(&self.state, &mut cmd, self.id).await;
                 drop(room);
                 if let Some(started) = started {
-                    self.processor.metrics.record_lookup_latency(started.elapsed());
+                    self.state.metrics.record_lookup_latency(started.elapsed());
                 }
                 tally.record(cmd.code, resp.code == response::SUCCESS);
                 if !self.registered_broker && cmd.code == request::REGISTER_BROKER && resp.code == response::SUCCESS {
@@ -181,7 +172,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     out.push(&resp);
                 }
             }
-            tally.flush(&self.processor.metrics);
+            tally.flush(&self.state.metrics);
             // Many pipelined requests grew the buffer; do not keep it per connection.
             if read_buf.is_empty() && read_buf.capacity() > MAX_IDLE_READ_BUFFER {
                 read_buf = BytesMut::with_capacity(READ_BUFFER);

@@ -15,21 +15,21 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::json::JsonStyle;
-use crate::processor::Processor;
+use crate::state::ServerState;
 
-pub fn router(processor: Processor) -> Router {
+pub fn router(state: ServerState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/routes/{topic}", get(route))
         .route("/cluster", get(cluster))
-        .with_state(processor)
+        .with_state(state)
 }
 
 /// Serves the router on `listener` until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, processor: Processor) {
-    if let Err(e) = axum::serve(listener, router(processor)).await {
+pub async fn serve(listener: tokio::net::TcpListener, state: ServerState) {
+    if let Err(e) = axum::serve(listener, router(state)).await {
         tracing::warn!(error = %e, "metrics HTTP server stopped");
     }
 }
@@ -38,7 +38,7 @@ fn json(body: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-async fn metrics(State(p): State<Processor>) -> Response {
+async fn metrics(State(p): State<ServerState>) -> Response {
     let snapshot = p.routes.snapshot.load();
     let c = &p.routes.counters;
     let counters = [
@@ -57,7 +57,7 @@ async fn metrics(State(p): State<Processor>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], p.metrics.render(&counters, &gauges)).into_response()
 }
 
-async fn readyz(State(p): State<Processor>) -> Response {
+async fn readyz(State(p): State<ServerState>) -> Response {
     if p.is_ready() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
@@ -65,14 +65,14 @@ async fn readyz(State(p): State<Processor>) -> Response {
     }
 }
 
-async fn route(State(p): State<Processor>, Path(topic): Path<String>) -> Response {
+async fn route(State(p): State<ServerState>, Path(topic): Path<String>) -> Response {
     match p.routes.snapshot.load().route_body(&topic, JsonStyle::Standard) {
         Some(body) => json(body.to_vec()),
         None => (StatusCode::NOT_FOUND, json(br#"{"error":"no route for this topic"}"#.to_vec())).into_response(),
     }
 }
 
-async fn cluster(State(p): State<Processor>) -> Response {
+async fn cluster(State(p): State<ServerState>) -> Response {
     let body = p.routes.snapshot.load().cluster_info_body();
     // The wire form has fastjson's bare numeric keys; tools want standard JSON.
     json(crate::protocol::lenient::quote_bare_keys(&body).unwrap_or_else(|| body.to_vec()))

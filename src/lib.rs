@@ -25,6 +25,7 @@ pub mod protocol;
 pub mod remoting;
 pub mod route;
 pub mod server;
+pub mod state;
 pub mod testing;
 pub mod tls;
 

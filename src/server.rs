@@ -16,8 +16,9 @@ use crate::connection::Connection;
 use crate::frame_budget::FrameBudget;
 use crate::housekeeping;
 use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
-use crate::processor::{Processor, route_config};
+use crate::processor::route_config;
 use crate::route::{ConnId, RouteSnapshot, RouteWriter, route_table};
+use crate::state::ServerState;
 use crate::tls::{Accepted, TlsServer};
 
 /// Why the server stopped serving on its own, before it was asked to.
@@ -45,7 +46,7 @@ pub struct NameServer {
     listener: TcpListener,
     tls: Option<Arc<TlsServer>>,
     metrics_listener: Option<TcpListener>,
-    processor: Processor,
+    state: ServerState,
     writer: RouteWriter,
 }
 
@@ -78,9 +79,9 @@ impl NameServer {
             None
         };
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
-        let mut processor = Processor::new(routes, shared, kv, config_file);
-        processor.access_control = access_control;
-        Ok(NameServer { listener, tls, metrics_listener, processor, writer })
+        let mut state = ServerState::new(routes, shared, kv, config_file);
+        state.access_control = access_control;
+        Ok(NameServer { listener, tls, metrics_listener, state, writer })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -99,20 +100,20 @@ impl NameServer {
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let NameServer { listener, tls, metrics_listener, processor, writer } = self;
-        let http = metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, processor.clone())));
+        let NameServer { listener, tls, metrics_listener, state, writer } = self;
+        let http = metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, state.clone())));
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
         let mut tasks = Supervised {
             writer: tokio::spawn(writer.run()),
-            scan: tokio::spawn(housekeeping::scan_inactive_brokers(processor.routes.clone(), processor.config.clone())),
+            scan: tokio::spawn(housekeeping::scan_inactive_brokers(state.routes.clone(), state.config.clone())),
             saver: tokio::spawn(housekeeping::save_routes_periodically(
-                processor.routes.clone(),
-                processor.config.clone(),
+                state.routes.clone(),
+                state.config.clone(),
                 saver_stop,
             )),
         };
-        let budget_bytes = usize::try_from(processor.config.load().large_frame_buffer_bytes).unwrap_or(usize::MAX);
-        let budget = FrameBudget::new(budget_bytes, processor.metrics.clone());
+        let budget_bytes = usize::try_from(state.config.load().large_frame_buffer_bytes).unwrap_or(usize::MAX);
+        let budget = FrameBudget::new(budget_bytes, state.metrics.clone());
         let mut connections = tokio::task::JoinSet::new();
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
@@ -130,8 +131,8 @@ impl NameServer {
                     }
                 },
             };
-            let limit = processor.config.load().server_max_connections;
-            if processor.metrics.connections.load(Ordering::Relaxed).max(0) as u64 >= limit {
+            let limit = state.config.load().server_max_connections;
+            if state.metrics.connections.load(Ordering::Relaxed).max(0) as u64 >= limit {
                 tracing::warn!(%peer, limit, "connection limit reached, closing the new connection");
                 drop(stream);
                 continue;
@@ -140,20 +141,20 @@ impl NameServer {
             let id = next_id.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(conn = id, %peer, "connection accepted");
             // Taken before the task starts, so that the limit holds for a burst of accepts.
-            let slot = ConnectionSlot::take(&processor, id);
-            let processor = processor.clone();
+            let slot = ConnectionSlot::take(&state, id);
+            let state = state.clone();
             let tls = tls.clone();
             let budget = budget.clone();
             connections.spawn(async move {
                 // The whole slot moves into the task (a closure would capture only the field it assigns).
                 let mut slot = slot;
-                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, processor, budget).await;
+                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, state, budget).await;
                 tracing::debug!(conn = id, %peer, "connection closed");
             });
             reap_finished(&mut connections);
         };
         drop(listener);
-        processor.shutting_down.store(true, Ordering::Release);
+        state.shutting_down.store(true, Ordering::Release);
         if let Some(failure) = failure {
             tracing::error!(error = %failure, "stopping: the routes can no longer be kept");
             connections.shutdown().await;
@@ -163,7 +164,7 @@ impl NameServer {
             }
             return Err(failure);
         }
-        let config = processor.config.load_full();
+        let config = state.config.load_full();
         let grace = if config.enable_shutdown_gracefully {
             Duration::from_secs(config.shutdown_wait_time_seconds.max(0) as u64)
         } else {
@@ -254,14 +255,14 @@ struct ConnectionSlot {
 }
 
 impl ConnectionSlot {
-    fn take(processor: &Processor, id: ConnId) -> Self {
-        processor.metrics.connections.fetch_add(1, Ordering::Relaxed);
-        processor.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+    fn take(state: &ServerState, id: ConnId) -> Self {
+        state.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        state.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
         ConnectionSlot {
             id,
-            metrics: processor.metrics.clone(),
-            routes: processor.routes.clone(),
-            shutting_down: processor.shutting_down.clone(),
+            metrics: state.metrics.clone(),
+            routes: state.routes.clone(),
+            shutting_down: state.shutting_down.clone(),
             broker_registered: true,
         }
     }
@@ -288,16 +289,16 @@ async fn serve_connection(
     stream: TcpStream,
     tls: Option<&TlsServer>,
     id: u64,
-    processor: Processor,
+    state: ServerState,
     budget: FrameBudget,
 ) -> bool {
     let Some(tls) = tls else {
-        return Connection::new(stream, id, processor, budget).run().await;
+        return Connection::new(stream, id, state, budget).run().await;
     };
-    let idle = processor.config.load().channel_idle_timeout();
+    let idle = state.config.load().channel_idle_timeout();
     match tls.accept(stream, idle).await {
-        Accepted::Plain(stream) => Connection::new(stream, id, processor, budget).run().await,
-        Accepted::Tls(stream) => Connection::new(*stream, id, processor, budget).run().await,
+        Accepted::Plain(stream) => Connection::new(stream, id, state, budget).run().await,
+        Accepted::Tls(stream) => Connection::new(*stream, id, state, budget).run().await,
         Accepted::Refused => false,
     }
 }
@@ -373,16 +374,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let kv = Arc::new(KvConfigStore::load(&dir.path().join("kv.json")).expect("empty KV store"));
         let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
-        let processor = Processor::new(routes.clone(), config, kv, None);
+        let state = ServerState::new(routes.clone(), config, kv, None);
 
-        let slot = ConnectionSlot::take(&processor, 7);
-        assert_eq!(processor.metrics.connections.load(Ordering::Relaxed), 1);
+        let slot = ConnectionSlot::take(&state, 7);
+        assert_eq!(state.metrics.connections.load(Ordering::Relaxed), 1);
         let task = tokio::spawn(async move {
             let _slot = slot;
             panic!("a bug in a handler");
         });
         assert!(task.await.expect_err("the task panicked").is_panic());
-        assert_eq!(processor.metrics.connections.load(Ordering::Relaxed), 0);
+        assert_eq!(state.metrics.connections.load(Ordering::Relaxed), 0);
         for _ in 0..100 {
             if routes.snapshot.load().brokers.is_empty() {
                 break;

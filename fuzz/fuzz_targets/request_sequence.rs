@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use rocketns::NamesrvConfig;
 use rocketns::json::JsonStyle;
 use rocketns::kvconfig::KvConfigStore;
-use rocketns::processor::Processor;
+use rocketns::state::ServerState;
 use rocketns::remoting::{FrameDecoder, decode_command};
 use rocketns::route::{RouteMutation, RouteSnapshot, route_table};
 use tokio_util::codec::Decoder;
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         let (routes, writer) = route_table(RouteSnapshot::default(), None, 64);
         let writer = tokio::spawn(writer.run());
         let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
-        let processor = Processor::new(routes.clone(), config, kv, None);
+        let state = ServerState::new(routes.clone(), config, kv, None);
         let mut rest = data;
         while let Some((&conn, tail)) = rest.split_first() {
             if conn == 0xFF {
@@ -64,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
             let Ok(Some(frame)) = FrameDecoder::new(1 << 20).decode(&mut buf) else { break };
             rest = &tail[tail.len() - buf.len()..];
             if let Ok(mut cmd) = decode_command(frame) {
-                let _ = processor.process(&mut cmd, u64::from(conn % 4)).await;
+                let _ = rocketns::processor::dispatch(&state, &mut cmd, u64::from(conn % 4)).await;
             }
         }
         // Let queued unregistrations land, then look.

@@ -7,13 +7,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::{Processor, bool_field, long_field, required, success};
+use super::{bool_field, long_field, required, success};
 use crate::error::RequestError;
 use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 use crate::protocol::route_data::QueueDatasOnly;
 use crate::protocol::{DataVersion, QueueData, RegisterBrokerBody, lenient};
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::route::{BrokerAddrKey, BrokerRegistration, ConnId, RouteMutation, UnregisterRequest};
+use crate::state::ServerState;
 
 /// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 means "not checked".
 fn check_crc(req: &RemotingCommand, body: &[u8]) -> Result<(), RequestError> {
@@ -36,7 +37,7 @@ fn broker_id(req: &RemotingCommand) -> Result<i64, RequestError> {
 /// `body` is the request's, taken out of it: a default broker sends its whole topic table (megabytes), which
 /// is freed once parsed, before the writer builds the new snapshot.
 pub(super) async fn register_broker(
-    p: &Processor,
+    p: &ServerState,
     req: &RemotingCommand,
     body: Bytes,
     conn: ConnId,
@@ -85,7 +86,7 @@ pub(super) async fn register_broker(
 }
 
 /// Answers once queued; the removal happens in the writer's next batch, as in Java.
-pub(super) fn unregister_broker(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) fn unregister_broker(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let unregister = UnregisterRequest {
         cluster: required(req, "clusterName")?.into(),
         broker_addr: required(req, "brokerAddr")?.into(),
@@ -98,7 +99,7 @@ pub(super) fn unregister_broker(p: &Processor, req: &RemotingCommand) -> Result<
 
 /// REGISTER_TOPIC_IN_NAMESRV. Code 217 was GET_KV_CONFIG_BY_VALUE for old clients, which send
 /// `namespace`/`key` and no `topic`: without a topic nothing is ever registered.
-pub(super) async fn register_topic(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) async fn register_topic(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let Some(topic) = req.ext("topic") else {
         return Ok(success());
     };
@@ -125,7 +126,7 @@ pub(super) async fn register_topic(p: &Processor, req: &RemotingCommand) -> Resu
 }
 
 /// QUERY_DATA_VERSION: tells a broker whether its registration is current, and counts as a heartbeat.
-pub(super) fn query_data_version(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) fn query_data_version(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let key = BrokerAddrKey::new(required(req, "clusterName")?, required(req, "brokerAddr")?);
     let reported = if req.body.is_empty() {
         None
@@ -144,7 +145,7 @@ pub(super) fn query_data_version(p: &Processor, req: &RemotingCommand) -> Result
 }
 
 /// BROKER_HEARTBEAT: refreshes a known broker; unknown ones are ignored.
-pub(super) fn broker_heartbeat(p: &Processor, req: &RemotingCommand) -> RemotingCommand {
+pub(super) fn broker_heartbeat(p: &ServerState, req: &RemotingCommand) -> RemotingCommand {
     if let (Some(cluster), Some(addr)) = (req.ext("clusterName"), req.ext("brokerAddr")) {
         p.routes.liveness.touch(&BrokerAddrKey::new(cluster, addr), Instant::now());
     }

@@ -7,11 +7,12 @@
 
 use bytes::Bytes;
 
-use super::{Processor, required, success};
+use super::{required, success};
 use crate::error::RequestError;
 use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 use crate::remoting::RemotingCommand;
 use crate::route::RouteMutation;
+use crate::state::ServerState;
 
 fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError> {
     match (req.ext("namespace"), req.ext("key")) {
@@ -21,7 +22,7 @@ fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError
 }
 
 /// Applies a KV change (`Some` a put, `None` a delete) to the store and, for ORDER_TOPIC_CONFIG, to the routes.
-async fn change(p: &Processor, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
+async fn change(p: &ServerState, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
     let _sequence = match namespace {
         ORDER_TOPIC_CONFIG => Some(p.order_topic_conf_changes.lock().await),
         _ => None,
@@ -38,14 +39,14 @@ async fn change(p: &Processor, namespace: &str, key: &str, value: Option<&str>) 
     Ok(())
 }
 
-pub(super) async fn put_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) async fn put_kv_config(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let (namespace, key) = namespace_and_key(req)?;
     let value = req.ext("value").ok_or(RequestError::KvValueNull)?;
     change(p, namespace, key, Some(value)).await?;
     Ok(success())
 }
 
-pub(super) fn get_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) fn get_kv_config(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let namespace = req.ext("namespace").unwrap_or("null");
     let key = req.ext("key").unwrap_or("null");
     let value =
@@ -57,13 +58,16 @@ pub(super) fn get_kv_config(p: &Processor, req: &RemotingCommand) -> Result<Remo
 }
 
 /// Always SUCCESS, as in Java, whether the key existed or not.
-pub(super) async fn delete_kv_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) async fn delete_kv_config(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let (namespace, key) = namespace_and_key(req)?;
     change(p, namespace, key, None).await?;
     Ok(success())
 }
 
-pub(super) fn get_kv_list_by_namespace(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) fn get_kv_list_by_namespace(
+    p: &ServerState,
+    req: &RemotingCommand,
+) -> Result<RemotingCommand, RequestError> {
     let namespace = required(req, "namespace")?;
     let table = p.kv.namespace(namespace).ok_or_else(|| RequestError::KvNamespaceNotFound(namespace.to_string()))?;
     let mut resp = success();

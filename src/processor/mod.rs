@@ -1,5 +1,5 @@
 //! Request dispatch: one handler per request code, as Java's `DefaultRequestProcessor` and
-//! `ClientRequestProcessor`.
+//! `ClientRequestProcessor`. The handlers read and change the server's shared state (`state.rs`).
 
 mod admin;
 mod broker;
@@ -7,123 +7,64 @@ mod kv;
 mod namesrv_config;
 mod query;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
-use tokio::time::Instant;
-
-use crate::config::{NamesrvConfig, SharedConfig};
+use crate::config::NamesrvConfig;
 use crate::error::RequestError;
-use crate::kvconfig::KvConfigStore;
 use crate::protocol::codes::{request, response, version};
 use crate::protocol::lenient;
 use crate::remoting::RemotingCommand;
-use crate::route::{ConnId, RouteConfig, RouteHandle};
+use crate::route::{ConnId, RouteConfig};
+use crate::state::ServerState;
 
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct Processor {
-    pub routes: RouteHandle,
-    pub config: SharedConfig,
-    pub kv: Arc<KvConfigStore>,
-    /// The `-c` file: the only place a remote config update is ever written to.
-    pub config_file: Option<PathBuf>,
-    /// When the server started (for `needWaitForService`).
-    pub started: Instant,
-    /// Serializes config updates, so that two at once cannot lose one another.
-    config_update: Arc<tokio::sync::Mutex<()>>,
-    /// Serializes ORDER_TOPIC_CONFIG changes, so that the KV file and the routes apply them in one order.
-    order_topic_conf_changes: Arc<tokio::sync::Mutex<()>>,
-    /// Set when the server is stopping: newer clients are told to go away.
-    pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// Signature checks, when `aclEnable` is on.
-    pub access_control: Option<Arc<crate::acl::AccessControl>>,
-}
-
-impl Processor {
-    pub fn new(
-        routes: RouteHandle,
-        config: SharedConfig,
-        kv: Arc<KvConfigStore>,
-        config_file: Option<PathBuf>,
-    ) -> Self {
-        Processor {
-            routes,
-            config,
-            kv,
-            config_file,
-            started: Instant::now(),
-            config_update: Default::default(),
-            order_topic_conf_changes: Default::default(),
-            shutting_down: Default::default(),
-            metrics: Default::default(),
-            access_control: None,
-        }
-    }
-
-    /// Serving routes: past the start-up wait (`needWaitForService`) and not shutting down.
-    pub fn is_ready(&self) -> bool {
-        !self.shutting_down.load(std::sync::atomic::Ordering::Acquire) && !self.waiting_for_service()
-    }
-
-    pub(crate) fn waiting_for_service(&self) -> bool {
-        let config = self.config.load();
-        config.need_wait_for_service
-            && self.started.elapsed() < std::time::Duration::from_secs(config.wait_seconds_for_service.max(0) as u64)
-    }
-
-    /// Handles one request and returns the reply (its `opaque` already copied). The caller drops the reply
-    /// of a oneway request. A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed.
-    pub async fn process(&self, req: &mut RemotingCommand, conn: ConnId) -> RemotingCommand {
-        // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
-        if req.version > version::V5_3_1 && self.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
-            let mut resp = RemotingCommand::response(response::GO_AWAY, Some("please go away".into()));
-            resp.opaque = req.opaque;
-            return resp;
-        }
-        if let Some(Err(denied)) = self.access_control.as_ref().map(|acl| acl.check(req)) {
-            tracing::warn!(code = req.code, reason = %denied, "request refused by access control");
-            let mut resp = RequestError::from(denied).to_response(req.code);
-            resp.opaque = req.opaque;
-            return resp;
-        }
-        let result = match req.code {
-            request::GET_ROUTEINFO_BY_TOPIC => query::get_route_info_by_topic(self, req),
-            request::GET_BROKER_CLUSTER_INFO => Ok(query::get_broker_cluster_info(self)),
-            request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => query::get_all_topic_list(self),
-            request::GET_TOPICS_BY_CLUSTER => query::get_topics_by_cluster(self, req),
-            request::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(query::get_system_topic_list(self)),
-            request::GET_UNIT_TOPIC_LIST
-            | request::GET_HAS_UNIT_SUB_TOPIC_LIST
-            | request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => query::get_unit_topic_list(self, req.code),
-            request::GET_BROKER_MEMBER_GROUP => query::get_broker_member_group(self, req),
-            request::REGISTER_BROKER => {
-                let body = std::mem::take(&mut req.body);
-                broker::register_broker(self, req, body, conn).await
-            }
-            request::UNREGISTER_BROKER => broker::unregister_broker(self, req),
-            request::REGISTER_TOPIC_IN_NAMESRV => broker::register_topic(self, req).await,
-            request::QUERY_DATA_VERSION => broker::query_data_version(self, req),
-            request::BROKER_HEARTBEAT => Ok(broker::broker_heartbeat(self, req)),
-            request::WIPE_WRITE_PERM_OF_BROKER => admin::write_perm_of_broker(self, req, true).await,
-            request::ADD_WRITE_PERM_OF_BROKER => admin::write_perm_of_broker(self, req, false).await,
-            request::DELETE_TOPIC_IN_NAMESRV => admin::delete_topic(self, req).await,
-            request::PUT_KV_CONFIG => kv::put_kv_config(self, req).await,
-            request::GET_KV_CONFIG => kv::get_kv_config(self, req),
-            request::DELETE_KV_CONFIG => kv::delete_kv_config(self, req).await,
-            request::GET_KVLIST_BY_NAMESPACE => kv::get_kv_list_by_namespace(self, req),
-            request::UPDATE_NAMESRV_CONFIG => namesrv_config::update_config(self, req).await,
-            request::GET_NAMESRV_CONFIG => Ok(namesrv_config::get_config(self)),
-            other => Err(RequestError::NotSupported(other)),
-        };
-        let mut resp = result.unwrap_or_else(|e| {
-            tracing::debug!(code = req.code, error = %e, "request failed");
-            e.to_response(req.code)
-        });
+/// Handles one request and returns the reply (its `opaque` already copied). The caller drops the reply of a
+/// oneway request. A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed.
+pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, conn: ConnId) -> RemotingCommand {
+    // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
+    if req.version > version::V5_3_1 && state.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+        let mut resp = RemotingCommand::response(response::GO_AWAY, Some("please go away".into()));
         resp.opaque = req.opaque;
-        resp
+        return resp;
     }
+    if let Some(Err(denied)) = state.access_control.as_ref().map(|acl| acl.check(req)) {
+        tracing::warn!(code = req.code, reason = %denied, "request refused by access control");
+        let mut resp = RequestError::from(denied).to_response(req.code);
+        resp.opaque = req.opaque;
+        return resp;
+    }
+    let result = match req.code {
+        request::GET_ROUTEINFO_BY_TOPIC => query::get_route_info_by_topic(state, req),
+        request::GET_BROKER_CLUSTER_INFO => Ok(query::get_broker_cluster_info(state)),
+        request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => query::get_all_topic_list(state),
+        request::GET_TOPICS_BY_CLUSTER => query::get_topics_by_cluster(state, req),
+        request::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(query::get_system_topic_list(state)),
+        request::GET_UNIT_TOPIC_LIST
+        | request::GET_HAS_UNIT_SUB_TOPIC_LIST
+        | request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => query::get_unit_topic_list(state, req.code),
+        request::GET_BROKER_MEMBER_GROUP => query::get_broker_member_group(state, req),
+        request::REGISTER_BROKER => {
+            let body = std::mem::take(&mut req.body);
+            broker::register_broker(state, req, body, conn).await
+        }
+        request::UNREGISTER_BROKER => broker::unregister_broker(state, req),
+        request::REGISTER_TOPIC_IN_NAMESRV => broker::register_topic(state, req).await,
+        request::QUERY_DATA_VERSION => broker::query_data_version(state, req),
+        request::BROKER_HEARTBEAT => Ok(broker::broker_heartbeat(state, req)),
+        request::WIPE_WRITE_PERM_OF_BROKER => admin::write_perm_of_broker(state, req, true).await,
+        request::ADD_WRITE_PERM_OF_BROKER => admin::write_perm_of_broker(state, req, false).await,
+        request::DELETE_TOPIC_IN_NAMESRV => admin::delete_topic(state, req).await,
+        request::PUT_KV_CONFIG => kv::put_kv_config(state, req).await,
+        request::GET_KV_CONFIG => kv::get_kv_config(state, req),
+        request::DELETE_KV_CONFIG => kv::delete_kv_config(state, req).await,
+        request::GET_KVLIST_BY_NAMESPACE => kv::get_kv_list_by_namespace(state, req),
+        request::UPDATE_NAMESRV_CONFIG => namesrv_config::update_config(state, req).await,
+        request::GET_NAMESRV_CONFIG => Ok(namesrv_config::get_config(state)),
+        other => Err(RequestError::NotSupported(other)),
+    };
+    let mut resp = result.unwrap_or_else(|e| {
+        tracing::debug!(code = req.code, error = %e, "request failed");
+        e.to_response(req.code)
+    });
+    resp.opaque = req.opaque;
+    resp
 }
 
 /// The route switches of a configuration.

@@ -7,19 +7,20 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{Processor, route_config, success};
+use super::{route_config, success};
 use crate::error::RequestError;
 use crate::remoting::RemotingCommand;
 use crate::route::RouteMutation;
+use crate::state::ServerState;
 
 /// Sorted `key=value` lines; always a body, since Java's admin client reads it unconditionally.
-pub(super) fn get_config(p: &Processor) -> RemotingCommand {
+pub(super) fn get_config(p: &ServerState) -> RemotingCommand {
     let mut resp = success();
     resp.body = Bytes::from(p.config.load().to_properties_text());
     resp
 }
 
-pub(super) async fn update_config(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) async fn update_config(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     if req.body.is_empty() {
         return Ok(success());
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{Processor, bool_field, required, success};
+use super::{bool_field, required, success};
 use crate::error::RequestError;
 use crate::json::{self, JsonStyle};
 use crate::protocol::codes::{request, response, version};
@@ -15,6 +15,7 @@ use crate::protocol::route_data::write_broker_addrs;
 use crate::remoting::RemotingCommand;
 use crate::route::encode::encode_route_for_zone;
 use crate::route::snapshot::encode_topic_list;
+use crate::state::ServerState;
 
 /// `TopicSysFlag`: unit topic, and topic with a unit subscription.
 const FLAG_UNIT: i32 = 0x1;
@@ -37,7 +38,7 @@ fn requested_zone(req: &RemotingCommand) -> Option<&str> {
     req.ext("__ZONE_NAME").filter(|z| !z.trim().is_empty())
 }
 
-pub(super) fn get_route_info_by_topic(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) fn get_route_info_by_topic(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     if p.waiting_for_service() {
         return Err(RequestError::NotReady);
     }
@@ -54,7 +55,7 @@ pub(super) fn get_route_info_by_topic(p: &Processor, req: &RemotingCommand) -> R
     Ok(resp)
 }
 
-pub(super) fn get_broker_cluster_info(p: &Processor) -> RemotingCommand {
+pub(super) fn get_broker_cluster_info(p: &ServerState) -> RemotingCommand {
     let mut resp = success();
     resp.body = p.routes.snapshot.load().cluster_info_body();
     resp
@@ -66,7 +67,7 @@ fn with_body(body: Vec<u8>) -> RemotingCommand {
     resp
 }
 
-pub(super) fn get_all_topic_list(p: &Processor) -> Result<RemotingCommand, RequestError> {
+pub(super) fn get_all_topic_list(p: &ServerState) -> Result<RemotingCommand, RequestError> {
     if !p.config.load().enable_all_topic_list {
         return Err(RequestError::Disabled);
     }
@@ -76,7 +77,7 @@ pub(super) fn get_all_topic_list(p: &Processor) -> Result<RemotingCommand, Reque
 }
 
 /// GET_TOPICS_BY_CLUSTER (header key `cluster`): topics with queues on any broker of the cluster.
-pub(super) fn get_topics_by_cluster(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) fn get_topics_by_cluster(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     if !p.config.load().enable_topic_list {
         return Err(RequestError::Disabled);
     }
@@ -95,7 +96,7 @@ pub(super) fn get_topics_by_cluster(p: &Processor, req: &RemotingCommand) -> Res
 
 /// GET_SYSTEM_TOPIC_LIST_FROM_NS: every cluster and broker name (brokers create topics named after them),
 /// and one broker address to ask for the rest.
-pub(super) fn get_system_topic_list(p: &Processor) -> RemotingCommand {
+pub(super) fn get_system_topic_list(p: &ServerState) -> RemotingCommand {
     let snapshot = p.routes.snapshot.load();
     let mut names: Vec<&str> = Vec::new();
     for (cluster, brokers) in snapshot.clusters.iter() {
@@ -112,7 +113,7 @@ pub(super) fn get_system_topic_list(p: &Processor) -> RemotingCommand {
 
 /// 311 (unit topics), 312 (topics with a unit subscription), 313 (those, but not unit topics themselves),
 /// judged by one queue data of each topic, as Java does.
-pub(super) fn get_unit_topic_list(p: &Processor, code: i32) -> Result<RemotingCommand, RequestError> {
+pub(super) fn get_unit_topic_list(p: &ServerState, code: i32) -> Result<RemotingCommand, RequestError> {
     if !p.config.load().enable_topic_list {
         return Err(RequestError::Disabled);
     }
@@ -134,7 +135,7 @@ pub(super) fn get_unit_topic_list(p: &Processor, code: i32) -> Result<RemotingCo
 
 /// GET_BROKER_MEMBER_GROUP: the current id → address map of a broker group. The cluster is echoed, not
 /// checked, and Java's handler leaves its initial remark on the success reply; both are kept.
-pub(super) fn get_broker_member_group(p: &Processor, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) fn get_broker_member_group(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let cluster = required(req, "clusterName")?;
     let broker_name = required(req, "brokerName")?;
     let snapshot = p.routes.snapshot.load();

@@ -1,0 +1,65 @@
+//! The server's shared state: what request handlers (`processor`), connections and the HTTP port reach.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::config::SharedConfig;
+use crate::kvconfig::KvConfigStore;
+use crate::route::RouteHandle;
+
+/// What every request handler, connection and the HTTP port share: the routes (read from snapshots,
+/// changed through the writer), the configuration, the KV store, and the server's counters and switches.
+#[derive(Clone)]
+pub struct ServerState {
+    pub routes: RouteHandle,
+    pub config: SharedConfig,
+    pub kv: Arc<KvConfigStore>,
+    /// The `-c` file: the only place a remote config update is ever written to.
+    pub config_file: Option<PathBuf>,
+    /// When the server started (for `needWaitForService`).
+    pub started: Instant,
+    /// Serializes config updates, so that two at once cannot lose one another.
+    pub(crate) config_update: Arc<tokio::sync::Mutex<()>>,
+    /// Serializes ORDER_TOPIC_CONFIG changes, so that the KV file and the routes apply them in one order.
+    pub(crate) order_topic_conf_changes: Arc<tokio::sync::Mutex<()>>,
+    /// Set when the server is stopping: newer clients are told to go away.
+    pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Signature checks, when `aclEnable` is on.
+    pub access_control: Option<Arc<crate::acl::AccessControl>>,
+}
+
+impl ServerState {
+    pub fn new(
+        routes: RouteHandle,
+        config: SharedConfig,
+        kv: Arc<KvConfigStore>,
+        config_file: Option<PathBuf>,
+    ) -> Self {
+        ServerState {
+            routes,
+            config,
+            kv,
+            config_file,
+            started: Instant::now(),
+            config_update: Default::default(),
+            order_topic_conf_changes: Default::default(),
+            shutting_down: Default::default(),
+            metrics: Default::default(),
+            access_control: None,
+        }
+    }
+
+    /// Serving routes: past the start-up wait (`needWaitForService`) and not shutting down.
+    pub fn is_ready(&self) -> bool {
+        !self.shutting_down.load(std::sync::atomic::Ordering::Acquire) && !self.waiting_for_service()
+    }
+
+    pub(crate) fn waiting_for_service(&self) -> bool {
+        let config = self.config.load();
+        config.need_wait_for_service
+            && self.started.elapsed() < std::time::Duration::from_secs(config.wait_seconds_for_service.max(0) as u64)
+    }
+}
