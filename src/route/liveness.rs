@@ -119,6 +119,49 @@ impl BrokerLiveTable {
     }
 }
 
+/// What everything but the route writer may do with the live table: read it, and refresh a known broker's
+/// heartbeat in place (QUERY_DATA_VERSION, BROKER_HEARTBEAT). Which brokers are live, their DataVersions
+/// and connections change only in the writer; this view has no way to.
+#[derive(Debug, Clone)]
+pub struct LiveView(Arc<BrokerLiveTable>);
+
+impl LiveView {
+    pub(crate) fn new(table: Arc<BrokerLiveTable>) -> Self {
+        LiveView(table)
+    }
+
+    pub fn get(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
+        self.0.get(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// See [`BrokerLiveTable::is_data_version_changed`].
+    pub fn is_data_version_changed(&self, key: &BrokerAddrKey, dv: Option<&DataVersion>) -> bool {
+        self.0.is_data_version_changed(key, dv)
+    }
+
+    pub fn data_version(&self, key: &BrokerAddrKey) -> Option<DataVersion> {
+        self.0.data_version(key)
+    }
+
+    /// Refreshes the heartbeat of a known broker; unknown brokers are ignored. Returns whether it was known.
+    pub fn touch(&self, key: &BrokerAddrKey, now: Instant) -> bool {
+        self.0.touch(key, now)
+    }
+
+    /// Brokers whose heartbeat is older than their timeout (the expiry scan asks the writer to remove them).
+    pub fn expired(&self, now: Instant) -> Vec<BrokerAddrKey> {
+        self.0.expired(now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,6 @@ pub mod topic_table;
 pub mod writer;
 
 pub use builder::{BrokerRegistration, RegisterError, RegisterResult, UnregisterRequest};
-pub use liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
+pub use liveness::{BrokerAddrKey, BrokerLiveTable, ConnId, LiveView};
 pub use snapshot::{RouteConfig, RouteSnapshot};
 pub use writer::{RouteHandle, RouteMutation, RouteWriter, route_table};

@@ -18,7 +18,7 @@ use crate::route::builder::{
     BrokerRegistration, BrokerTopicIndex, RegisterError, RegisterResult, RouteBuilder, UnregisterRequest,
 };
 use crate::route::dump::RoutesToSave;
-use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
+use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId, LiveView};
 use crate::route::snapshot::{RouteConfig, RouteSnapshot};
 
 /// At most this many mutations go into one snapshot, so replies are never held back for long.
@@ -81,7 +81,8 @@ pub struct RouteCounters {
 #[derive(Clone)]
 pub struct RouteHandle {
     pub snapshot: Arc<ArcSwap<RouteSnapshot>>,
-    pub liveness: Arc<BrokerLiveTable>,
+    /// Read-only but for heartbeats: the writer alone changes who is live.
+    pub liveness: LiveView,
     pub counters: Arc<RouteCounters>,
     tx: mpsc::Sender<RouteMutation>,
     /// Unregistrations queued and not yet applied, capped like Java's batch unregistration queue.
@@ -199,7 +200,7 @@ pub fn route_table(
     let counters = Arc::new(RouteCounters::default());
     let handle = RouteHandle {
         snapshot: snapshot.clone(),
-        liveness: liveness.clone(),
+        liveness: LiveView::new(liveness.clone()),
         counters: counters.clone(),
         tx,
         pending_unregisters: pending_unregisters.clone(),
