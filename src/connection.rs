@@ -25,8 +25,8 @@ const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
 const MAX_IOVECS: usize = 64;
 
 /// Replies waiting to be written: headers are encoded into `scratch`, bodies stay where they are (a route
-/// body is the snapshot's own buffer) and go out as their own slice of the vectored write. (Public for the
-/// load generator's echo server, which must write exactly as rocketns does.)
+/// body is the snapshot's own buffer) and go out as their own slice of the vectored write. (Reached from
+/// outside only through `testing`, by the load generator's echo server, which writes exactly as rocketns does.)
 pub struct OutQueue {
     serialize_type: SerializeType,
     chunks: VecDeque<Bytes>,

@@ -11,7 +11,7 @@
 
 pub mod acl;
 pub mod config;
-pub mod connection;
+mod connection;
 pub mod error;
 pub mod frame_budget;
 pub mod fsutil;

@@ -4,11 +4,11 @@
 //! so no NameServer can answer the same load faster on the same machine.
 
 use bytes::{Bytes, BytesMut};
-use rocketns::connection::OutQueue;
 use rocketns::json::JsonStyle;
 use rocketns::protocol::route_data::TopicRouteParts;
 use rocketns::protocol::{BrokerData, QueueData};
 use rocketns::remoting::{RemotingCommand, SerializeType};
+use rocketns::testing::OutQueue;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Decoder;
