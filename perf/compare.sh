@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One comparison run: the echo limit, rocketns, the rocketmq-rust NameServer (crates.io rocketmq-namesrv
-# 1.0.0) and the Java NameServer 5.3.3 (the server users replace; jars from tests/java/fetch.sh, run with
+# One comparison run: the plain echo (the yardstick: the best simple server for the same replies), the
+# rocketns-shaped echo (rocketns's own I/O path with nothing behind it), rocketns, the rocketmq-rust
+# NameServer (crates.io rocketmq-namesrv 1.0.0) and the Java NameServer 5.3.3 (the server users replace; jars from tests/java/fetch.sh, run with
 # the JVM options of its shipped bin/runserver.sh) under the same loads, on this machine, in one go; then
 # each server's start-to-first-answer. Prints a markdown table and writes it, with the raw JSON lines, to
 # perf/results/. Runs inside a private network namespace with only loopback (the rocketmq-rust NameServer
@@ -21,7 +22,7 @@ CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 OUT=${OUT:-$ROOT/perf/results}
 DURATION=${DURATION:-10}
 SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k"}
-SERVERS=${SERVERS:-"echo rocketns rocketmq-rust java"}
+SERVERS=${SERVERS:-"echo echo-rocketns rocketns rocketmq-rust java"}
 JAVA_WARMUP=${JAVA_WARMUP:-20}
 # bin/runserver.sh of Java RocketMQ 5.x on Java 9 and later, without its GC log.
 JAVA_RUNSERVER_OPTS="-server -Xms4g -Xmx4g -XX:MetaspaceSize=128m -XX:MaxMetaspaceSize=320m -XX:+UseG1GC
@@ -53,6 +54,7 @@ inner() {
     server_cmd() {
         case $1 in
             echo) cmd=("$loadgen" echo --listen "127.0.0.1:$2" --brokers "$3") ;;
+            echo-rocketns) cmd=("$loadgen" echo --rocketns-shaped --listen "127.0.0.1:$2" --brokers "$3") ;;
             rocketns) printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-%s.json\nwarmRestart=false\n' "$2" "$work" "$2" > "$work/ns-$2.properties"
                       cmd=(env RUST_LOG=warn "$rocketns" -c "$work/ns-$2.properties") ;;
             rocketmq-rust) cmd=(env ROCKETMQ_HOME="$work/home" HOME="$work/home" "$rmq" --listenPort "$2" --bindAddress 127.0.0.1
@@ -78,9 +80,9 @@ inner() {
             wait_port "$port" || { echo "$server did not start" >&2; continue; }
             local line
             line=$(taskset -c "$GEN_CPUS" "$loadgen" run --addr "127.0.0.1:$port" --brokers "$brokers" --topics "$topics" \
-                --connections "$conns" --in-flight "$inflight" --churn "$([ "$server" = echo ] && echo off || echo "$churn")" \
+                --connections "$conns" --in-flight "$inflight" --churn "$([[ "$server" == echo* ]] && echo off || echo "$churn")" \
                 --duration "$DURATION" --warmup "$([ "$server" = java ] && echo "$JAVA_WARMUP" || echo 1)" \
-                --label "$scenario/$server" | tail -n 1) || true
+                --label "$scenario/$server" --server-pid "$pid" | tail -n 1) || true
             local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
             kill "$pid" 2>/dev/null || true
             # Gone before the next server starts (a JVM takes a moment to stop).
@@ -92,7 +94,7 @@ inner() {
     # Start to first answer, a cold start of each NameServer: no route file of an earlier scenario to restore.
     local startup="{}"
     for server in $SERVERS; do
-        [ "$server" = echo ] && continue
+        [[ "$server" == echo* ]] && continue
         port=$((port + 1))
         server_cmd "$server" "$port" 1
         local ms

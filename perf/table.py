@@ -19,25 +19,29 @@ def ratio(a, b):
     return f"{a / b:.2f}" if a and b else "-"
 
 print(f"Machine: {cores} cores ({cpu}); load generator and server pinned to separate cores.\n")
-print("| scenario | server | requests/s | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+print("| scenario | server | requests/s | server CPU µs/request | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 # Servers left out of the run (compare.sh's SERVERS) get no rows.
-servers = [x for x in ("echo", "rocketns", "rocketmq-rust", "java") if any(r["server"] == x for r in rows)]
+servers = [x for x in ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java") if any(r["server"] == x for r in rows)]
 for s in scenarios:
     for server in servers:
         r = by.get((s, server))
         if not r or "rps" not in r:
-            print(f"| {s} | {server} | failed | | | | | |")
+            print(f"| {s} | {server} | failed | | | | | | |")
             continue
-        print(f"| {s} | {server} | {r['rps']:.0f} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | {r['errors']} | {r['peak_rss_kb'] / 1024:.1f} |")
+        cpu = f"{r['server_cpu_us_per_req']:.2f}" if "server_cpu_us_per_req" in r else "-"
+        print(f"| {s} | {server} | {r['rps']:.0f} | {cpu} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | {r['errors']} | {r['peak_rss_kb'] / 1024:.1f} |")
 print()
 print("Ratios of rocketns to each other server in the same scenario (throughput: higher is better for rocketns;")
-print("p99 and peak RSS: lower is better).\n")
-print("| scenario | throughput / echo | throughput / Java | p99 / Java | RSS / Java | throughput / rocketmq-rust | p99 / rocketmq-rust | RSS / rocketmq-rust |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+print("p99 and peak RSS: lower is better). `echo` is the plain echo, the yardstick; `echo-rocketns` reads and")
+print("writes as rocketns does, so echo-rocketns / echo is what rocketns's I/O path alone costs. When the load")
+print("generator's one core sets the pace, throughput ratios to echo understate the gap: the server CPU per")
+print("request (plain echo's / rocketns's) is the yardstick then.\n")
+print("| scenario | throughput / echo | CPU per request, echo / rocketns | echo-rocketns / echo | throughput / Java | p99 / Java | RSS / Java | throughput / rocketmq-rust | p99 / rocketmq-rust | RSS / rocketmq-rust |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for s in scenarios:
-    e, n, m, j = (by.get((s, x), {}) for x in ("echo", "rocketns", "rocketmq-rust", "java"))
-    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), j.get('rps'))} | "
+    e, er, n, m, j = (by.get((s, x), {}) for x in ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java"))
+    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(e.get('server_cpu_us_per_req'), n.get('server_cpu_us_per_req'))} | {ratio(er.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), j.get('rps'))} | "
           f"{ratio(n.get('p99_us'), j.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), j.get('peak_rss_kb'))} | "
           f"{ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | "
           f"{ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")

@@ -12,8 +12,10 @@ fn loadgen() -> Command {
 
 /// Runs `loadgen run` and returns its JSON summary, asserting that every reply was verified.
 fn run(addr: &str, extra: &[&str]) -> serde_json::Value {
+    let topics: &[&str] = if extra.contains(&"--topics") { &[] } else { &["--topics", "50"] };
     let out = loadgen()
-        .args(["run", "--addr", addr, "--brokers", "2", "--topics", "50", "--duration", "1", "--warmup", "0"])
+        .args(["run", "--addr", addr, "--brokers", "2", "--duration", "1", "--warmup", "0"])
+        .args(topics)
         .args(extra)
         .output()
         .expect("run the load generator");
@@ -39,19 +41,28 @@ fn load_generator_against_rocketns_and_echo() {
     server.kill().unwrap();
     server.wait().unwrap();
 
-    let port = common::free_port().to_string();
-    let echo_addr = format!("127.0.0.1:{port}");
-    let mut echo =
-        loadgen().args(["echo", "--listen", &echo_addr, "--brokers", "2"]).stdout(Stdio::null()).spawn().unwrap();
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&echo_addr).is_ok() {
-            break;
+    // Both echoes, the plain one and the rocketns-shaped one; their replies are verified like rocketns's,
+    // whole-table registrations of 5,000 topics (frames larger than a read) included.
+    for shape in [&[][..], &["--rocketns-shaped"][..]] {
+        let port = common::free_port().to_string();
+        let echo_addr = format!("127.0.0.1:{port}");
+        let mut echo = loadgen()
+            .args(["echo", "--listen", &echo_addr, "--brokers", "2"])
+            .args(shape)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(&echo_addr).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        run(&echo_addr, &[]);
+        run(&echo_addr, &["--topics", "5000"]);
+        echo.kill().unwrap();
+        echo.wait().unwrap();
     }
-    run(&echo_addr, &[]);
-    echo.kill().unwrap();
-    echo.wait().unwrap();
 
     let port = common::free_port();
     let config = common::properties_file(dir.path(), port, "");

@@ -1,15 +1,20 @@
-//! The physical limit: a server that answers every frame with one fixed, pre-encoded reply of the size of
-//! a real route reply, copying only the request's opaque. It reads and writes exactly as rocketns does
-//! (same frame splitter, same reply queue, same vectored writes), but decodes nothing and looks nothing up,
-//! so no NameServer can answer the same load faster on the same machine.
+//! The yardstick: servers that answer every frame with one fixed reply, a real route reply's bytes with the
+//! request's opaque, decoding nothing else and looking nothing up.
+//!
+//! - The plain echo (the default, and what ratios are stated against): the best simple server for those
+//!   replies, sharing none of rocketns's code on its path: large reads, its own frame splitter, every reply
+//!   of a read assembled in one contiguous buffer, one write.
+//! - The rocketns-shaped echo (`--rocketns-shaped`): reads and writes exactly as rocketns does (its frame
+//!   decoder, reply queue and vectored writes), so the gap between the two echoes is rocketns's I/O, and the
+//!   gap between it and rocketns is the rest.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use rocketns::json::JsonStyle;
 use rocketns::protocol::route_data::TopicRouteParts;
 use rocketns::protocol::{BrokerData, QueueData};
 use rocketns::remoting::{RemotingCommand, SerializeType};
 use rocketns::testing::OutQueue;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Decoder;
 
@@ -48,15 +53,132 @@ pub fn route_body(brokers: usize, slaves: bool) -> Bytes {
     Bytes::from(parts.encode(JsonStyle::Standard))
 }
 
-pub async fn serve(listener: TcpListener, body: Bytes) {
+pub async fn serve(listener: TcpListener, body: Bytes, rocketns_shaped: bool) {
+    let reply = PlainReply::new(body.clone());
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(echo(stream, body.clone()));
+        if rocketns_shaped {
+            tokio::spawn(rocketns_shaped_echo(stream, body.clone()));
+        } else {
+            tokio::spawn(plain_echo(stream, reply.clone()));
+        }
     }
 }
 
-async fn echo(mut stream: TcpStream, body: Bytes) {
+/// A reply's bytes around its opaque: rocketns's own encoding of a successful reply with that body, taken
+/// once at start (not on the path), split where the opaque's digits go.
+#[derive(Clone)]
+struct PlainReply {
+    before_opaque: Bytes,
+    after_opaque: Bytes,
+    body: Bytes,
+}
+
+impl PlainReply {
+    fn new(body: Bytes) -> Self {
+        const MARK: i32 = 987_654_321;
+        let mut reply = RemotingCommand::response(0, None);
+        reply.opaque = MARK;
+        let mut head = BytesMut::new();
+        reply.encode_head(SerializeType::Json, &mut head);
+        // The JSON header starts after the frame length and the header length.
+        let header = &head[8..];
+        let mark = MARK.to_string();
+        let at = header.windows(mark.len()).position(|w| w == mark.as_bytes()).expect("opaque in the header");
+        PlainReply {
+            before_opaque: Bytes::copy_from_slice(&header[..at]),
+            after_opaque: Bytes::copy_from_slice(&header[at + mark.len()..]),
+            body,
+        }
+    }
+
+    fn append(&self, opaque: i32, out: &mut Vec<u8>) {
+        let mut digits = [0u8; 11];
+        let digits = format_i32(opaque, &mut digits);
+        let header_len = self.before_opaque.len() + digits.len() + self.after_opaque.len();
+        out.extend_from_slice(&((4 + header_len + self.body.len()) as u32).to_be_bytes());
+        out.extend_from_slice(&(header_len as u32).to_be_bytes());
+        out.extend_from_slice(&self.before_opaque);
+        out.extend_from_slice(digits);
+        out.extend_from_slice(&self.after_opaque);
+        out.extend_from_slice(&self.body);
+    }
+}
+
+fn format_i32(n: i32, buf: &mut [u8; 11]) -> &[u8] {
+    let mut v = n.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// The opaque of a request header: JSON (`"opaque":` anywhere, any width and sign) or ROCKETMQ binary.
+fn opaque_of(header: &[u8], binary: bool) -> i32 {
+    if binary {
+        return header.get(5..9).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0);
+    }
+    const KEY: &[u8] = b"\"opaque\":";
+    let Some(at) = header.windows(KEY.len()).position(|w| w == KEY) else { return 0 };
+    let mut rest = &header[at + KEY.len()..];
+    let negative = rest.first() == Some(&b'-');
+    if negative {
+        rest = &rest[1..];
+    }
+    let mut v: i64 = 0;
+    for b in rest.iter().take_while(|b| b.is_ascii_digit()) {
+        v = v * 10 + i64::from(b - b'0');
+    }
+    (if negative { -v } else { v }) as i32
+}
+
+async fn plain_echo(mut stream: TcpStream, reply: PlainReply) {
+    let mut input = BytesMut::with_capacity(64 * 1024);
+    let mut out = Vec::with_capacity(64 * 1024);
+    loop {
+        let mut at = 0;
+        while input.len() - at >= 8 {
+            let frame = &input[at..];
+            let len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+            if frame.len() < 4 + len {
+                // A large frame (a registration): room for all of it.
+                input.reserve(4 + len - frame.len());
+                break;
+            }
+            let header_field = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            let header_len = ((header_field & 0x00FF_FFFF) as usize).min(len.saturating_sub(4));
+            reply.append(opaque_of(&frame[8..8 + header_len], header_field >> 24 == 1), &mut out);
+            at += 4 + len;
+        }
+        input.advance(at);
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+        }
+        if input.capacity() - input.len() < 16 * 1024 {
+            input.reserve(64 * 1024);
+        }
+        match stream.read_buf(&mut input).await {
+            Ok(n) if n > 0 => {}
+            _ => return,
+        }
+    }
+}
+
+async fn rocketns_shaped_echo(mut stream: TcpStream, body: Bytes) {
     let mut decoder = rocketns::remoting::FrameDecoder::default();
     let mut rbuf = BytesMut::with_capacity(8 * 1024);
     let mut out = OutQueue::new(SerializeType::Json);

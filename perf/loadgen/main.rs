@@ -4,7 +4,8 @@
 //!   requests in flight each (uniform or Zipf topics, a miss ratio), optionally while every broker keeps
 //!   re-registering (churn), verifies every reply, and prints requests/s and p50/p99/p99.9 latency, then a
 //!   one-line JSON summary;
-//! - `echo`: the physical limit, answering every frame with a fixed reply of a real route reply's size;
+//! - `echo`: the yardstick, answering every frame with a real route reply's bytes and the request's opaque (plain, or
+//!   `--rocketns-shaped`);
 //! - `startup`: runs a server command and measures the time from start to its first answer.
 //!
 //! See perf/README.md for how the comparison uses them.
@@ -92,6 +93,11 @@ struct RunArgs {
     /// A label for the JSON summary.
     #[arg(long, default_value = "run")]
     label: String,
+    /// The server's process id (Linux): its CPU time over the measured window is reported per request
+    /// (`server_cpu_us_per_req`), the figure that stays meaningful when the load generator, not the server,
+    /// sets the throughput.
+    #[arg(long)]
+    server_pid: Option<u32>,
 }
 
 impl RunArgs {
@@ -112,6 +118,10 @@ struct EchoArgs {
     slaves: bool,
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Read and write exactly as rocketns does (its frame decoder, reply queue and vectored writes) instead
+    /// of the plain echo: shows how much of a gap is rocketns's I/O.
+    #[arg(long)]
+    rocketns_shaped: bool,
 }
 
 /// Measure start-to-serving of a server command.
@@ -318,9 +328,11 @@ async fn run(args: RunArgs) -> i32 {
         lookups(&args, &picker, args.warmup).await;
     }
     let before = registrations.load(Ordering::Relaxed);
+    let cpu_before = args.server_pid.and_then(process_cpu_seconds);
     let t0 = std::time::Instant::now();
     let stats = lookups(&args, &picker, args.duration).await;
     let elapsed = t0.elapsed().as_secs_f64();
+    let server_cpu = cpu_before.zip(args.server_pid.and_then(process_cpu_seconds)).map(|(a, b)| b - a);
     let regs = registrations.load(Ordering::Relaxed) - before;
     for task in churning {
         if let Ok(conn) = task.await {
@@ -348,7 +360,7 @@ async fn run(args: RunArgs) -> i32 {
         if args.churn == Churn::Off { String::new() } else { format!(", {regs} full re-registrations") }
     );
     println!(
-        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"registrations":{regs},"populate_s":{populate_s:.3}}}"#,
+        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"registrations":{regs},"populate_s":{populate_s:.3}{}}}"#,
         args.label,
         args.connections,
         args.in_flight,
@@ -356,10 +368,25 @@ async fn run(args: RunArgs) -> i32 {
         args.topics,
         us(0.5),
         us(0.99),
-        us(0.999)
+        us(0.999),
+        server_cpu
+            .filter(|_| ok > 0)
+            .map(|cpu| format!(r#","server_cpu_us_per_req":{:.3}"#, cpu * 1e6 / ok as f64))
+            .unwrap_or_default()
     );
     drop(kept);
     if errors > 0 || ok == 0 { 1 } else { 0 }
+}
+
+/// User and system CPU seconds a process has used so far (fields 14 and 15 of /proc/PID/stat, in clock
+/// ticks of 1/100 s, the value on Linux).
+fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count fields after it.
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
 
 async fn echo_server(args: EchoArgs) -> i32 {
@@ -371,8 +398,9 @@ async fn echo_server(args: EchoArgs) -> i32 {
         }
     };
     let body = echo::route_body(args.brokers, args.slaves);
-    println!("echo listening on {}, {} byte replies", args.listen, body.len());
-    echo::serve(listener, body).await;
+    let shape = if args.rocketns_shaped { "rocketns-shaped" } else { "plain" };
+    println!("{shape} echo listening on {}, {} byte replies", args.listen, body.len());
+    echo::serve(listener, body, args.rocketns_shaped).await;
     0
 }
 
