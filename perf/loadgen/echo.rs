@@ -94,8 +94,8 @@ impl PlainReply {
     }
 
     fn append(&self, opaque: i32, out: &mut Vec<u8>) {
-        let mut digits = [0u8; 11];
-        let digits = format_i32(opaque, &mut digits);
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(opaque).as_bytes();
         let header_len = self.before_opaque.len() + digits.len() + self.after_opaque.len();
         out.extend_from_slice(&((4 + header_len + self.body.len()) as u32).to_be_bytes());
         out.extend_from_slice(&(header_len as u32).to_be_bytes());
@@ -104,43 +104,6 @@ impl PlainReply {
         out.extend_from_slice(&self.after_opaque);
         out.extend_from_slice(&self.body);
     }
-}
-
-fn format_i32(n: i32, buf: &mut [u8; 11]) -> &[u8] {
-    let mut v = n.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
-}
-
-/// The opaque of a request header: JSON (`"opaque":` anywhere, any width and sign) or ROCKETMQ binary.
-fn opaque_of(header: &[u8], binary: bool) -> i32 {
-    if binary {
-        return header.get(5..9).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0);
-    }
-    const KEY: &[u8] = b"\"opaque\":";
-    let Some(at) = header.windows(KEY.len()).position(|w| w == KEY) else { return 0 };
-    let mut rest = &header[at + KEY.len()..];
-    let negative = rest.first() == Some(&b'-');
-    if negative {
-        rest = &rest[1..];
-    }
-    let mut v: i64 = 0;
-    for b in rest.iter().take_while(|b| b.is_ascii_digit()) {
-        v = v * 10 + i64::from(b - b'0');
-    }
-    (if negative { -v } else { v }) as i32
 }
 
 async fn plain_echo(mut stream: TcpStream, reply: PlainReply) {
@@ -158,7 +121,8 @@ async fn plain_echo(mut stream: TcpStream, reply: PlainReply) {
             }
             let header_field = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
             let header_len = ((header_field & 0x00FF_FFFF) as usize).min(len.saturating_sub(4));
-            reply.append(opaque_of(&frame[8..8 + header_len], header_field >> 24 == 1), &mut out);
+            let header = &frame[8..8 + header_len];
+            reply.append(header_int(header, header_field >> 24 == 1, "opaque").unwrap_or(0) as i32, &mut out);
             at += 4 + len;
         }
         input.advance(at);

@@ -31,8 +31,13 @@ pub fn header_int(header: &[u8], binary: bool, key: &str) -> Option<i64> {
             _ => None,
         };
     }
-    let pattern = format!("\"{key}\":");
-    let at = header.windows(pattern.len()).position(|w| w == pattern.as_bytes())? + pattern.len();
+    // `"key":`, found without building the pattern (this runs once or twice per request and reply).
+    let key = key.as_bytes();
+    let at = header
+        .windows(key.len() + 3)
+        .position(|w| w[0] == b'"' && &w[1..=key.len()] == key && w[key.len() + 1..] == *b"\":")?
+        + key.len()
+        + 3;
     let rest = &header[at..];
     let end = rest.iter().position(|b| !(b.is_ascii_digit() || *b == b'-')).unwrap_or(rest.len());
     std::str::from_utf8(&rest[..end]).ok()?.parse().ok()

@@ -23,16 +23,14 @@ fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError
 
 /// Applies a KV change (`Some` a put, `None` a delete) to the store and, for ORDER_TOPIC_CONFIG, to the routes.
 async fn change(p: &ServerState, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
-    let _sequence = match namespace {
-        ORDER_TOPIC_CONFIG => Some(p.order_topic_conf_changes.lock().await),
-        _ => None,
-    };
+    let ordered_topic = namespace == ORDER_TOPIC_CONFIG;
+    let _sequence = if ordered_topic { Some(p.order_topic_conf_changes.lock().await) } else { None };
     match value {
         Some(value) => p.kv.put(namespace, key, value).await,
         None => p.kv.delete(namespace, key).await.map(|_existed| ()),
     }
     .map_err(|e| RequestError::Persist(e.to_string()))?;
-    if namespace == ORDER_TOPIC_CONFIG {
+    if ordered_topic {
         let (topic, value) = (key.to_string(), value.map(str::to_string));
         p.routes.apply(|done| RouteMutation::OrderTopicConf { topic, value, done }).await?;
     }

@@ -38,16 +38,8 @@ sandbox_setup
 
 start_rocketns 19877 orderMessageEnable=true || exit 1
 
-# registered NAME: until rocketns lists broker NAME in its cluster (at most 30 s), or fails showing the logs.
-registered() {
-    for _ in $(seq 30); do
-        mqadmin clusterList -n "$ROCKETNS" | grep -qE "^DefaultCluster +$1 " && return 0
-        sleep 1
-    done
-    echo "clients: broker $1 did not register with rocketns; the logs:"
-    show_logs
-    exit 1
-}
+# listed NAME: whether rocketns lists broker NAME in its cluster.
+listed() { mqadmin clusterList -n "$ROCKETNS" | grep -qE "^DefaultCluster +$1 "; }
 
 # check WHAT COMMAND...: the client program prints what it did and PASS, or FAIL and why; 3 minutes at most.
 check() {
@@ -64,29 +56,40 @@ check() {
 }
 java_client=(java -Xms64m -Xmx256m -Duser.home="$work/java-client" -Drocketmq.client.logRoot="$work/java-client-logs")
 
+# through NAME JARS VERSION PORT ORDER_CONF: broker NAME (Java VERSION) registers with rocketns alone; the Java
+# client of that version and the Go client each make their round trip through it, on topics of their own,
+# and take their queues from ORDER_CONF once it is their topic's order conf; then the broker stops, and is gone from rocketns before this returns,
+# so that the next broker is the only one TBW102 routes to.
+through() {
+    local name=$1 jars=$2 version=$3 port=$4 order_conf=$5 topic_suffix=${3//./}
+    broker "$name" "$jars" "$port" "$ROCKETNS"
+    for _ in $(seq 30); do listed "$name" && break; sleep 1; done
+    if ! listed "$name"; then
+        echo "clients: broker $name did not register with rocketns; the logs:"
+        show_logs
+        exit 1
+    fi
+    echo "clients: $name ($version) registered with rocketns"
+    check "Java $version client via $name ($version): 1,000 through TBW102 and back, orderTopicConf" \
+        "${java_client[@]}" -cp "$jars/*:$BUILT/$version" Roundtrip "$ROCKETNS" "JavaClientTopic$topic_suffix" 1000 "$order_conf"
+    check "Go client via $name ($version): 1,000 through TBW102 and back" \
+        env HOME="$work/client-go" "$BUILT/goclient" roundtrip "$ROCKETNS" "GoClientTopic$topic_suffix" 1000
+    # The Go client has no KV call: the order conf goes in with mqadmin, then a fresh Go client reads the route.
+    mqadmin updateOrderConf -t "GoClientTopic$topic_suffix" -m put -v "$order_conf" -n "$ROCKETNS" > /dev/null
+    check "Go client via $name ($version): orderTopicConf" \
+        env HOME="$work/client-go" "$BUILT/goclient" ordered "$ROCKETNS" "GoClientTopic$topic_suffix" "$order_conf"
+    kill "$BROKER_PID"
+    wait "$BROKER_PID" 2> /dev/null || true
+    for _ in $(seq 30); do listed "$name" || return 0; sleep 1; done
+    echo "clients: broker $name stopped but rocketns still lists it"
+    exit 1
+}
+
 # One broker at a time, so that TBW102 routes to it alone: a 5.3.3 client's lite pull consumer pulls with
 # LITE_PULL_MESSAGE (361), which 4.x brokers do not know, so each Java client goes through its own version's
 # broker; the Go client through both.
-broker broker-a "$JARS5" 10911 "$ROCKETNS"
-registered broker-a
-echo "clients: broker-a (5.3.3) registered with rocketns"
-check "Java 5.3.3 client via broker-a (5.3.3): 1,000 through TBW102 and back, orderTopicConf" \
-    "${java_client[@]}" -cp "$JARS5/*:$BUILT/5.3.3" Roundtrip "$ROCKETNS" JavaClientTopic5 1000 "broker-a:2"
-check "Go client via broker-a (5.3.3): 1,000 through TBW102 and back" \
-    env HOME="$work/client-go" "$BUILT/goclient" roundtrip "$ROCKETNS" GoClientTopic5 1000
-# The Go client has no KV call: the order conf goes in with mqadmin, then a fresh Go client reads the route.
-mqadmin updateOrderConf -t GoClientTopic5 -m put -v "broker-a:3" -n "$ROCKETNS" > /dev/null
-check "Go client: orderTopicConf" \
-    env HOME="$work/client-go" "$BUILT/goclient" ordered "$ROCKETNS" GoClientTopic5 "broker-a:3"
-
-kill "$BROKER_PID"
-broker broker-b "$JARS4" 10921 "$ROCKETNS"
-registered broker-b
-echo "clients: broker-a stopped, broker-b (4.9.7) registered with rocketns"
-check "Java 4.9.7 client via broker-b (4.9.7): 1,000 through TBW102 and back, orderTopicConf" \
-    "${java_client[@]}" -cp "$JARS4/*:$BUILT/4.9.7" Roundtrip "$ROCKETNS" JavaClientTopic4 1000 "broker-b:3"
-check "Go client via broker-b (4.9.7): 1,000 through TBW102 and back" \
-    env HOME="$work/client-go" "$BUILT/goclient" roundtrip "$ROCKETNS" GoClientTopic4 1000
+through broker-a "$JARS5" 5.3.3 10911 "broker-a:2"
+through broker-b "$JARS4" 4.9.7 10921 "broker-b:3"
 
 echo "java clients: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
