@@ -24,10 +24,8 @@ DURATION=${DURATION:-10}
 SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k"}
 SERVERS=${SERVERS:-"echo echo-rocketns rocketns rocketmq-rust java"}
 JAVA_WARMUP=${JAVA_WARMUP:-20}
-# bin/runserver.sh of Java RocketMQ 5.x on Java 9 and later, without its GC log.
-JAVA_RUNSERVER_OPTS="-server -Xms4g -Xmx4g -XX:MetaspaceSize=128m -XX:MaxMetaspaceSize=320m -XX:+UseG1GC
-    -XX:G1HeapRegionSize=16m -XX:G1ReservePercent=25 -XX:InitiatingHeapOccupancyPercent=30
-    -XX:SoftRefLRUPolicyMSPerMB=0 -XX:-OmitStackTraceInFastThrow -XX:-UseLargePages"
+# shellcheck source=perf/java-runserver.sh
+. "$ROOT/perf/java-runserver.sh"
 # The load generator gets one core and the server the other (2-core machines); override on bigger ones.
 GEN_CPUS=${GEN_CPUS:-0}
 SERVER_CPUS=${SERVER_CPUS:-1}

@@ -26,8 +26,8 @@ fi
 
 ip link set lo up
 work=$(mktemp -d)
-# The options compare.sh gives the Java NameServer (one copy: read them from there).
-eval "$(grep -A3 '^JAVA_RUNSERVER_OPTS=' "$ROOT/perf/compare.sh")"
+# shellcheck source=perf/java-runserver.sh
+. "$ROOT/perf/java-runserver.sh"
 printf 'listenPort=20999\n' > "$work/ns.properties"
 # shellcheck disable=SC2086
 ROCKETMQ_HOME="$work" taskset -c "$SERVER_CPUS" java $JAVA_RUNSERVER_OPTS -Duser.home="$work" -cp "$JARS5/*" \

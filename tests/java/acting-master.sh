@@ -60,6 +60,9 @@ same_route "master stopped: the slave acts as master" "\"0\":\"$SLAVE\""
 same_output "clusterList with the master stopped" "$(mqadmin clusterList -n "$JAVA_NS" | normalize_mqadmin)" \
     "$(mqadmin clusterList -n "$ROCKETNS" | normalize_mqadmin)"
 
+# The stopped master has left its routes but may still be shutting down: it has to be gone (its port, its
+# store) before it starts again.
+wait "$master_pid" 2> /dev/null || true
 master
 same_route "master back" "\"0\":\"$MASTER\",\"1\":\"$SLAVE\""
 

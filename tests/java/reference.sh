@@ -11,41 +11,26 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 NEWEST=5.5.0
 
+# shellcheck source=tests/java/lib.sh
+. "$ROOT/tests/java/lib.sh"
 if [ "${1:-}" != inner ]; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "java: needs root for a private network namespace (unshare --net)" >&2
-        exit 1
-    fi
     JARS_REFERENCE=$("$ROOT/tests/java/fetch.sh" 5.3.3)
     JARS_NEWEST=$("$ROOT/tests/java/fetch.sh" "$NEWEST")
     export JARS_REFERENCE JARS_NEWEST
     cargo test --quiet --no-run --manifest-path "$ROOT/Cargo.toml" --test java_reference 2> /dev/null
-    exec unshare --net -- bash "${BASH_SOURCE[0]}" inner
 fi
+enter_sandbox "${BASH_SOURCE[0]}" "$@"
+sandbox_setup
 
-ip link set lo up
-work=$(mktemp -d)
-java_pid=""
-cleanup() {
-    [ -n "$java_pid" ] && kill "$java_pid" 2> /dev/null && wait "$java_pid" 2> /dev/null
-    if [ -n "${INTEROP_KEEP:-}" ]; then mkdir -p "$INTEROP_KEEP" && cp "$work"/*.log "$INTEROP_KEEP"/ 2> /dev/null; fi
-    rm -rf "$work"
-    return 0
-}
-trap cleanup EXIT
-
-# shellcheck source=tests/java/lib.sh
-. "$ROOT/tests/java/lib.sh"
-
-# start_java VERSION JARS PORT
+# start_java VERSION JARS PORT / stop_java: one Java NameServer at a time.
 start_java() {
     start_java_namesrv "$1" "$2" "$3" "$work" || return 1
     java_pid=$JAVA_NAMESRV_PID
+    pids+=("$java_pid")
 }
 
 stop_java() {
     kill "$java_pid" && wait "$java_pid" 2> /dev/null || true
-    java_pid=""
 }
 
 corpus() { # VERSION PORT [extra env]
