@@ -3,7 +3,7 @@
 //! - `snapshot_lookup`: snapshot load, one map lookup, a refcount on the shared body;
 //! - `get_routeinfo_request`: the real handler behind a decoded JSON request, as the connection calls it,
 //!   plus writing the reply head (prefix and header) the way the connection does;
-//! - `decode_json_header` / `decode_binary_header`: reading a Java client's request header.
+//! - `decode_header/*`: reading each client family's request header.
 //!
 //! The table: 4 brokers (master + slave each) × 1000 topics, like the comparison load of the perf issue.
 
@@ -15,9 +15,15 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rocketns::NamesrvConfig;
 use rocketns::json::JsonStyle;
 use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
-use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
+use rocketns::remoting::{ExtFields, FrameDecoder, RemotingCommand, SerializeType, decode_command};
 use rocketns::route::{RouteHandle, RouteSnapshot, route_table};
 use rocketns::state::ServerState;
+use rocketns::testing::client_headers::ClientHeader;
+use tokio_util::codec::Decoder;
+
+/// The server's allocator, so that what a decode allocates costs what it costs in the server.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BROKERS: usize = 4;
 const TOPICS: usize = 1000;
@@ -80,20 +86,23 @@ fn lookup(c: &mut Criterion) {
     });
 }
 
-/// Decoding a Java client's GET_ROUTEINFO_BY_TOPIC header, in each encoding.
+/// Decoding each client family's GET_ROUTEINFO_BY_TOPIC (`rocketns::testing::client_headers`), frame to
+/// command; the Java header also with the opaques a long-lived Java client reaches (ten digits, then
+/// negative once its counter wraps).
 fn decode(c: &mut Criterion) {
-    let request = RemotingCommand::request(105, ExtFields::from_iter([("topic", "topic-517")]));
-    for (name, ty) in [("decode_json_header", SerializeType::Json), ("decode_binary_header", SerializeType::RocketMq)] {
-        let mut frame = BytesMut::new();
-        request.encode(ty, &mut frame);
-        let header = bytes::Bytes::copy_from_slice(&frame[8..]);
-        c.bench_function(name, |b| {
-            b.iter(|| match ty {
-                SerializeType::Json => rocketns::remoting::decode::decode_json_header(black_box(&header)),
-                SerializeType::RocketMq => rocketns::remoting::decode::decode_binary_header(black_box(header.clone())),
-            })
-        });
+    let mut cases: Vec<(String, ClientHeader, i32)> =
+        ClientHeader::ALL.iter().map(|h| (h.name().to_string(), *h, 4711)).collect();
+    cases.push(("java_opaque_10_digits".into(), ClientHeader::Java, 2_000_000_123));
+    cases.push(("java_opaque_negative".into(), ClientHeader::Java, -2_000_000_123));
+    let mut group = c.benchmark_group("decode_header");
+    for (name, header, opaque) in cases {
+        let mut frame = Vec::new();
+        header.put_route_request(&mut frame, "topic-517", opaque);
+        let mut buf = BytesMut::from(&frame[..]);
+        let raw = FrameDecoder::default().decode(&mut buf).expect("valid frame").expect("whole frame");
+        group.bench_function(name, |b| b.iter(|| decode_command(black_box(raw.clone()))));
     }
+    group.finish();
 }
 
 criterion_group!(benches, lookup, decode);

@@ -5,5 +5,5 @@ use libfuzzer_sys::fuzz_target;
 use rocketns::remoting::decode::decode_binary_header;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = decode_binary_header(bytes::Bytes::copy_from_slice(data));
+    let _ = decode_binary_header(data);
 });

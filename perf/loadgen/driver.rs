@@ -11,7 +11,9 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
-use crate::wire::{header_int, put_route_request};
+use rocketns::testing::client_headers::ClientHeader;
+
+use crate::wire::header_int;
 
 /// Which topics requests ask for.
 pub struct TopicPicker {
@@ -83,14 +85,26 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1_000, 60_000_000_000, 3).expect("valid histogram bounds")
 }
 
-/// Runs until `deadline`, then waits for the replies still in flight.
-pub async fn drive(
-    addr: String,
-    seed: u64,
-    in_flight: usize,
-    picker: Arc<TopicPicker>,
-    deadline: Instant,
-) -> ConnStats {
+/// How one connection sends its requests.
+#[derive(Clone, Copy)]
+pub struct RequestShape {
+    pub header: ClientHeader,
+    /// The first opaque (a long-lived client's counter is far along: ten digits, or negative once wrapped).
+    pub opaque_start: i32,
+    pub in_flight: usize,
+}
+
+/// When a connection stops sending.
+#[derive(Clone, Copy)]
+pub enum Stop {
+    At(Instant),
+    /// After this many requests (a starting client asking its topics' routes).
+    After(u64),
+}
+
+/// Sends until `stop`, then waits for the replies still in flight.
+pub async fn drive(addr: String, seed: u64, shape: RequestShape, picker: Arc<TopicPicker>, stop: Stop) -> ConnStats {
+    let in_flight = shape.in_flight;
     let mut stats = ConnStats { ok: 0, errors: 0, first_error: None, latency: new_histogram() };
     let mut stream = match TcpStream::connect(&addr).await {
         Ok(s) => s,
@@ -106,15 +120,21 @@ pub async fn drive(
     let mut wbuf = Vec::with_capacity(in_flight * 160);
     // (opaque, sent at, expects a route)
     let mut pending: Vec<(i32, Instant, bool)> = Vec::with_capacity(in_flight);
-    let mut next_opaque: i32 = 1;
+    let mut next_opaque = shape.opaque_start;
+    let mut sent = 0u64;
+    let more = |sent: u64, now: Instant| match stop {
+        Stop::At(deadline) => now < deadline,
+        Stop::After(count) => sent < count,
+    };
     let mut send = |wbuf: &mut Vec<u8>, pending: &mut Vec<(i32, Instant, bool)>, rng: &mut u64| {
         let (topic, hit) = picker.pick(rng);
-        put_route_request(wbuf, topic, next_opaque);
+        shape.header.put_route_request(wbuf, topic, next_opaque);
         pending.push((next_opaque, Instant::now(), hit));
         next_opaque = next_opaque.wrapping_add(1);
     };
-    for _ in 0..in_flight {
+    while pending.len() < in_flight && more(sent, Instant::now()) {
         send(&mut wbuf, &mut pending, &mut rng);
+        sent += 1;
     }
     loop {
         if !wbuf.is_empty() {
@@ -151,8 +171,8 @@ pub async fn drive(
                 stats.fail(format!("reply with unknown opaque {opaque}"));
                 continue;
             };
-            let (_, sent, hit) = pending.swap_remove(at);
-            let _ = stats.latency.record(now.duration_since(sent).as_nanos() as u64);
+            let (_, sent_at, hit) = pending.swap_remove(at);
+            let _ = stats.latency.record(now.duration_since(sent_at).as_nanos() as u64);
             let valid = if hit {
                 code == 0
                     && frame.body.first() == Some(&b'{')
@@ -169,8 +189,9 @@ pub async fn drive(
                     if hit { "route" } else { "miss" }
                 ));
             }
-            if now < deadline {
+            if more(sent, now) {
                 send(&mut wbuf, &mut pending, &mut rng);
+                sent += 1;
             }
         }
     }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use rocketns::remoting::{RemotingCommand, SerializeType};
+use rocketns::testing::client_headers::ClientHeader;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -36,6 +37,30 @@ enum Command {
     Run(RunArgs),
     Echo(EchoArgs),
     Startup(StartupArgs),
+}
+
+/// Whose request header the lookups carry (`rocketns::testing::client_headers` says where each comes from).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Header {
+    Java,
+    Go,
+    Rust,
+    Cpp,
+    Node,
+    Binary,
+}
+
+impl From<Header> for ClientHeader {
+    fn from(h: Header) -> Self {
+        match h {
+            Header::Java => ClientHeader::Java,
+            Header::Go => ClientHeader::Go,
+            Header::Rust => ClientHeader::Rust,
+            Header::Cpp => ClientHeader::Cpp,
+            Header::Node => ClientHeader::Node,
+            Header::Binary => ClientHeader::Binary,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -72,6 +97,20 @@ struct RunArgs {
     connections: usize,
     #[arg(long, default_value_t = 16)]
     in_flight: usize,
+    /// The client whose request header the lookups carry.
+    #[arg(long, value_enum, default_value_t = Header::Java)]
+    header: Header,
+    /// Each connection's first opaque: 1 is a fresh client; 2147000000 a long-lived Java client, whose
+    /// opaques have ten digits and turn negative when the counter wraps.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    opaque_start: i32,
+    /// A start-up storm instead of steady load: this many new connections, opened evenly within one second,
+    /// each asking `--storm-requests` routes (`--in-flight` at a time) and then closing. Every request must be
+    /// answered; throughput is not the point, latency is.
+    #[arg(long, default_value_t = 0)]
+    storm: usize,
+    #[arg(long, default_value_t = 20)]
+    storm_requests: u64,
     /// Seconds of measured load (0: only register).
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -103,6 +142,10 @@ struct RunArgs {
 impl RunArgs {
     fn shape(&self) -> Shape {
         Shape { split: self.split, compressed: self.compressed }
+    }
+
+    fn request_shape(&self) -> driver::RequestShape {
+        driver::RequestShape { header: self.header.into(), opaque_start: self.opaque_start, in_flight: self.in_flight }
     }
 }
 
@@ -273,10 +316,34 @@ async fn churn(
 }
 
 async fn lookups(args: &RunArgs, picker: &Arc<driver::TopicPicker>, seconds: f64) -> Vec<driver::ConnStats> {
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let stop = driver::Stop::At(Instant::now() + Duration::from_secs_f64(seconds));
     let tasks: Vec<_> = (0..args.connections)
-        .map(|c| tokio::spawn(driver::drive(args.addr.clone(), c as u64 + 1, args.in_flight, picker.clone(), deadline)))
+        .map(|c| {
+            tokio::spawn(driver::drive(args.addr.clone(), c as u64 + 1, args.request_shape(), picker.clone(), stop))
+        })
         .collect();
+    join_all(tasks).await
+}
+
+/// `--storm`: new connections opened evenly over one second, each asking its routes and closing.
+async fn storm(args: &RunArgs, picker: &Arc<driver::TopicPicker>) -> Vec<driver::ConnStats> {
+    let start = Instant::now();
+    let stop = driver::Stop::After(args.storm_requests);
+    let mut tasks = Vec::with_capacity(args.storm);
+    for c in 0..args.storm {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(c as f64 / args.storm as f64)).await;
+        tasks.push(tokio::spawn(driver::drive(
+            args.addr.clone(),
+            c as u64 + 1,
+            args.request_shape(),
+            picker.clone(),
+            stop,
+        )));
+    }
+    join_all(tasks).await
+}
+
+async fn join_all(tasks: Vec<tokio::task::JoinHandle<driver::ConnStats>>) -> Vec<driver::ConnStats> {
     let mut stats = Vec::new();
     for t in tasks {
         if let Ok(s) = t.await {
@@ -324,13 +391,13 @@ async fn run(args: RunArgs) -> i32 {
             )));
         }
     }
-    if args.warmup > 0.0 {
+    if args.warmup > 0.0 && args.storm == 0 {
         lookups(&args, &picker, args.warmup).await;
     }
     let before = registrations.load(Ordering::Relaxed);
     let cpu_before = args.server_pid.and_then(process_cpu_seconds);
     let t0 = std::time::Instant::now();
-    let stats = lookups(&args, &picker, args.duration).await;
+    let stats = if args.storm > 0 { storm(&args, &picker).await } else { lookups(&args, &picker, args.duration).await };
     let elapsed = t0.elapsed().as_secs_f64();
     let server_cpu = cpu_before.zip(args.server_pid.and_then(process_cpu_seconds)).map(|(a, b)| b - a);
     let regs = registrations.load(Ordering::Relaxed) - before;
@@ -360,7 +427,7 @@ async fn run(args: RunArgs) -> i32 {
         if args.churn == Churn::Off { String::new() } else { format!(", {regs} full re-registrations") }
     );
     println!(
-        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"registrations":{regs},"populate_s":{populate_s:.3}{}}}"#,
+        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"registrations":{regs},"populate_s":{populate_s:.3},"header":"{}","opaque_start":{},"storm":{}{}}}"#,
         args.label,
         args.connections,
         args.in_flight,
@@ -369,6 +436,9 @@ async fn run(args: RunArgs) -> i32 {
         us(0.5),
         us(0.99),
         us(0.999),
+        ClientHeader::from(args.header).name(),
+        args.opaque_start,
+        args.storm,
         server_cpu
             .filter(|_| ok > 0)
             .map(|cpu| format!(r#","server_cpu_us_per_req":{:.3}"#, cpu * 1e6 / ok as f64))

@@ -1,26 +1,9 @@
-//! What the load generator writes and reads: templated GET_ROUTEINFO_BY_TOPIC frames (only `opaque`
-//! changes), broker registrations, and a fast scan of reply headers.
+//! What the load generator writes and reads besides route requests (each client family's, from
+//! `rocketns::testing::client_headers`): broker registrations, and a fast scan of reply headers.
 
 use bytes::Bytes;
 use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand};
-
-/// Appends a JSON GET_ROUTEINFO_BY_TOPIC frame as a Java 5.3 client sends it.
-pub fn put_route_request(out: &mut Vec<u8>, topic: &str, opaque: i32) {
-    let mut digits = itoa::Buffer::new();
-    let opaque = digits.format(opaque);
-    let head = br#"{"code":105,"extFields":{"topic":""#;
-    let mid = br#""},"flag":0,"language":"JAVA","opaque":"#;
-    let tail = br#","serializeTypeCurrentRPC":"JSON","version":479}"#;
-    let header_len = head.len() + topic.len() + mid.len() + opaque.len() + tail.len();
-    out.extend_from_slice(&((4 + header_len) as u32).to_be_bytes());
-    out.extend_from_slice(&(header_len as u32).to_be_bytes());
-    out.extend_from_slice(head);
-    out.extend_from_slice(topic.as_bytes());
-    out.extend_from_slice(mid);
-    out.extend_from_slice(opaque.as_bytes());
-    out.extend_from_slice(tail);
-}
 
 /// The integer after `"key":` in a JSON header, or the field of a binary header.
 pub fn header_int(header: &[u8], binary: bool, key: &str) -> Option<i64> {
@@ -81,16 +64,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn templated_request_decodes_like_a_real_one() {
-        let mut out = Vec::new();
-        put_route_request(&mut out, "topic-7", 12345);
-        let mut buf = bytes::BytesMut::from(&out[..]);
-        let frame = tokio_util::codec::Decoder::decode(&mut rocketns::remoting::FrameDecoder::default(), &mut buf)
-            .unwrap()
-            .unwrap();
-        let cmd = rocketns::remoting::decode_command(frame.clone()).unwrap();
-        assert_eq!((cmd.code, cmd.opaque, cmd.ext("topic")), (105, 12345, Some("topic-7")));
-        assert_eq!(header_int(&frame.header, false, "opaque"), Some(12345));
-        assert_eq!(header_int(&frame.header, false, "code"), Some(105));
+    fn reply_scan_reads_opaque_and_code() {
+        let mut reply = rocketns::remoting::RemotingCommand::response(17, Some("No topic route info".into()));
+        reply.opaque = -2_000_000_123;
+        let mut out = bytes::BytesMut::new();
+        reply.encode(rocketns::remoting::SerializeType::Json, &mut out);
+        assert_eq!(header_int(&out[8..], false, "opaque"), Some(-2_000_000_123));
+        assert_eq!(header_int(&out[8..], false, "code"), Some(17));
+        out.clear();
+        reply.encode(rocketns::remoting::SerializeType::RocketMq, &mut out);
+        assert_eq!(header_int(&out[8..], true, "opaque"), Some(-2_000_000_123));
+        assert_eq!(header_int(&out[8..], true, "code"), Some(17));
     }
 }

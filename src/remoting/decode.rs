@@ -1,11 +1,11 @@
 //! Decoding of request headers, JSON (`T = 0`) and ROCKETMQ binary (`T = 1`), as leniently as Java does.
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use compact_str::CompactString;
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::frame::{RawFrame, SerializeType};
-pub use super::json_header::decode_json_header;
+pub use super::json_header::{decode_general, decode_json_header};
 
 /// A header that cannot be decoded; like Java, the connection is then closed without a reply.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -22,58 +22,66 @@ pub enum HeaderError {
 pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
     let mut cmd = match frame.serialize_type {
         SerializeType::Json => decode_json_header(&frame.header)?,
-        SerializeType::RocketMq => decode_binary_header(frame.header)?,
+        SerializeType::RocketMq => decode_binary_header(&frame.header)?,
     };
     cmd.body = frame.body;
     Ok(cmd)
 }
 
-fn take_len(buf: &mut Bytes, size: usize, field: &'static str) -> Result<(), HeaderError> {
-    if buf.remaining() < size { Err(HeaderError::Truncated(field)) } else { Ok(()) }
+/// A cursor over a binary header; every read checks the length first.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, len: usize, field: &'static str) -> Result<&'a [u8], HeaderError> {
+        if self.0.len() < len {
+            return Err(HeaderError::Truncated(field));
+        }
+        let (head, rest) = self.0.split_at(len);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], HeaderError> {
+        let bytes = self.take(N, field)?;
+        let mut out = [0; N];
+        out.copy_from_slice(bytes);
+        Ok(out)
+    }
+
+    /// `len` bytes as text; Java decodes with replacement characters, so invalid UTF-8 is not fatal, and a
+    /// zero-length string is null in Java's binary decoder.
+    fn string(&mut self, len: i64, field: &'static str) -> Result<Option<CompactString>, HeaderError> {
+        let len = usize::try_from(len).map_err(|_| HeaderError::NegativeLength(field))?;
+        let bytes = self.take(len, field)?;
+        Ok((len > 0).then(|| match std::str::from_utf8(bytes) {
+            Ok(text) => CompactString::from(text),
+            Err(_) => CompactString::from(String::from_utf8_lossy(bytes)),
+        }))
+    }
 }
 
-/// Reads `len` bytes as text; Java decodes with replacement characters, so invalid UTF-8 is not fatal.
-fn take_string(buf: &mut Bytes, len: i64, field: &'static str) -> Result<Option<CompactString>, HeaderError> {
-    if len < 0 {
-        return Err(HeaderError::NegativeLength(field));
-    }
-    let len = len as usize;
-    take_len(buf, len, field)?;
-    let bytes = buf.split_to(len);
-    // A zero-length string is null in Java's binary decoder.
-    Ok((len > 0).then(|| match std::str::from_utf8(&bytes) {
-        Ok(text) => CompactString::from(text),
-        Err(_) => CompactString::from(String::from_utf8_lossy(&bytes)),
-    }))
-}
-
-pub fn decode_binary_header(mut buf: Bytes) -> Result<RemotingCommand, HeaderError> {
-    take_len(&mut buf, 17, "fixed fields")?;
-    let code = buf.get_i16() as i32;
-    let language = LanguageCode::from_code(buf.get_u8());
-    let version = buf.get_i16() as i32;
-    let opaque = buf.get_i32();
-    let flag = buf.get_i32();
-    let remark_len = buf.get_i32() as i64;
-    let remark = take_string(&mut buf, remark_len, "remark")?.map(String::from);
-    take_len(&mut buf, 4, "extFields length")?;
-    let ext_len = buf.get_i32() as i64;
-    if ext_len < 0 {
-        return Err(HeaderError::NegativeLength("extFields"));
-    }
-    take_len(&mut buf, ext_len as usize, "extFields")?;
-    let mut map = buf.split_to(ext_len as usize);
+pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
+    let mut buf = Cursor(header);
+    let fixed: [u8; 17] = buf.array("fixed fields")?;
+    let code = i16::from_be_bytes([fixed[0], fixed[1]]) as i32;
+    let language = LanguageCode::from_code(fixed[2]);
+    let version = i16::from_be_bytes([fixed[3], fixed[4]]) as i32;
+    let opaque = i32::from_be_bytes([fixed[5], fixed[6], fixed[7], fixed[8]]);
+    let flag = i32::from_be_bytes([fixed[9], fixed[10], fixed[11], fixed[12]]);
+    let remark_len = i32::from_be_bytes([fixed[13], fixed[14], fixed[15], fixed[16]]) as i64;
+    let remark = buf.string(remark_len, "remark")?.map(String::from);
+    let ext_len = i32::from_be_bytes(buf.array("extFields length")?);
+    let ext_len = usize::try_from(ext_len).map_err(|_| HeaderError::NegativeLength("extFields"))?;
+    let mut map = Cursor(buf.take(ext_len, "extFields")?);
     let ext_fields = if ext_len == 0 {
         None
     } else {
         let mut ext = ExtFields::new();
-        while map.has_remaining() {
-            take_len(&mut map, 2, "extFields key length")?;
-            let key_len = map.get_i16() as i64;
-            let key = take_string(&mut map, key_len, "extFields key")?;
-            take_len(&mut map, 4, "extFields value length")?;
-            let val_len = map.get_i32() as i64;
-            let value = take_string(&mut map, val_len, "extFields value")?;
+        while !map.0.is_empty() {
+            let key_len = i16::from_be_bytes(map.array("extFields key length")?) as i64;
+            let key = map.string(key_len, "extFields key")?;
+            let val_len = i32::from_be_bytes(map.array("extFields value length")?) as i64;
+            let value = map.string(val_len, "extFields value")?;
             if let (Some(k), Some(v)) = (key, value) {
                 ext.push(k, v);
             }
@@ -105,7 +113,7 @@ mod tests {
             b'p', b'i', b'c', 0, 0, 0, 9, b'T', b'o', b'p', b'i', b'c', b'T', b'e', b's', b't',
         ];
         assert_eq!(header.len(), 41);
-        let cmd = decode_binary_header(Bytes::from_static(header)).unwrap();
+        let cmd = decode_binary_header(header).unwrap();
         assert_eq!((cmd.code, cmd.version, cmd.opaque, cmd.flag), (105, 479, 1, 0));
         assert_eq!(cmd.language, Some(LanguageCode::Java));
         assert_eq!(cmd.ext("topic"), Some("TopicTest"));
@@ -116,10 +124,10 @@ mod tests {
     fn binary_lengths_past_the_end_fail() {
         let mut h = vec![0, 105, 0, 1, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0];
         h.extend_from_slice(&100i32.to_be_bytes());
-        assert_eq!(decode_binary_header(Bytes::from(h.clone())), Err(HeaderError::Truncated("remark")));
+        assert_eq!(decode_binary_header(&h), Err(HeaderError::Truncated("remark")));
         h.truncate(13);
         h.extend_from_slice(&(-5i32).to_be_bytes());
-        assert_eq!(decode_binary_header(Bytes::from(h)), Err(HeaderError::NegativeLength("remark")));
+        assert_eq!(decode_binary_header(&h), Err(HeaderError::NegativeLength("remark")));
     }
 
     #[test]

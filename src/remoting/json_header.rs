@@ -281,104 +281,18 @@ fn ext_fields(r: &mut Reader<'_>) -> Result<Option<ExtFields>, HeaderError> {
     }
 }
 
-/// Reads a header written exactly as fastjson writes one (no whitespace, keys in alphabetical order, plain
-/// strings), as every Java peer does; `None` sends anything else to the general reader.
-fn decode_canonical(header: &[u8]) -> Option<RemotingCommand> {
-    struct Cursor<'a>(&'a [u8]);
-    impl<'a> Cursor<'a> {
-        fn lit(&mut self, s: &[u8]) -> bool {
-            match self.0.strip_prefix(s) {
-                Some(rest) => {
-                    self.0 = rest;
-                    true
-                }
-                None => false,
-            }
-        }
-        fn int(&mut self) -> Option<i32> {
-            let negative = self.lit(b"-");
-            let digits = self.0.iter().take_while(|b| b.is_ascii_digit()).count();
-            if digits == 0 || digits > 9 {
-                return None;
-            }
-            let n = self.0[..digits].iter().fold(0i32, |n, d| n * 10 + (d - b'0') as i32);
-            self.0 = &self.0[digits..];
-            Some(if negative { -n } else { n })
-        }
-        /// The rest of a string whose opening quote was consumed, if it is plain (no escapes, no controls).
-        fn plain(&mut self) -> Option<&'a str> {
-            let end = self.0.iter().position(|b| matches!(b, b'"' | b'\\' | 0..=0x1F))?;
-            if self.0[end] != b'"' {
-                return None;
-            }
-            let s = std::str::from_utf8(&self.0[..end]).ok()?;
-            self.0 = &self.0[end + 1..];
-            Some(s)
-        }
-    }
-    let mut c = Cursor(header);
-    let mut cmd = RemotingCommand::response(0, None);
-    cmd.language = None;
-    cmd.version = 0;
-    cmd.flag = 0;
-    if !c.lit(b"{\"code\":") {
-        return None;
-    }
-    cmd.code = c.int()?;
-    if c.lit(b",\"extFields\":{") {
-        let mut ext = ExtFields::new();
-        if !c.lit(b"}") {
-            loop {
-                if !c.lit(b"\"") {
-                    return None;
-                }
-                let key = c.plain()?;
-                if !c.lit(b":\"") {
-                    return None;
-                }
-                ext.push(CompactString::from(key), CompactString::from(c.plain()?));
-                if c.lit(b"}") {
-                    break;
-                }
-                if !c.lit(b",") {
-                    return None;
-                }
-            }
-        }
-        cmd.ext_fields = Some(ext);
-    }
-    if !c.lit(b",\"flag\":") {
-        return None;
-    }
-    cmd.flag = c.int()?;
-    if c.lit(b",\"language\":\"") {
-        cmd.language = LanguageCode::from_name(c.plain()?);
-    }
-    if !c.lit(b",\"opaque\":") {
-        return None;
-    }
-    cmd.opaque = c.int()?;
-    if c.lit(b",\"remark\":\"") {
-        cmd.remark = Some(c.plain()?.to_string());
-    }
-    if c.lit(b",\"serializeTypeCurrentRPC\":\"") {
-        c.plain()?;
-    }
-    if !c.lit(b",\"version\":") {
-        return None;
-    }
-    cmd.version = c.int()?;
-    (c.lit(b"}") && c.0.is_empty()).then_some(cmd)
-}
-
+/// Reads a JSON header: the plain form every client writes in one fast pass (`json_header_plain`), anything
+/// else with the general reader.
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
-    match decode_canonical(header) {
+    match super::json_header_plain::decode_plain(header) {
         Some(cmd) => Ok(cmd),
         None => decode_general(header),
     }
 }
 
-fn decode_general(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
+/// The general reader alone, which defines what every header means: the fuzz target checks the fast
+/// reader against it.
+pub fn decode_general(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
     let mut r = Reader { bytes: header, pos: 0 };
     let mut cmd = RemotingCommand {
         code: 0,
@@ -442,30 +356,70 @@ fn decode_general(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
 mod tests {
     use super::*;
 
-    /// The canonical fast path and the general reader agree on Java's own headers, and near misses go to the
-    /// general reader.
+    /// The fast reader takes every client's header in any field order and with any opaque, agrees with the
+    /// general reader on all it takes, and leaves the rest to it.
     #[test]
-    fn canonical_path_agrees_with_the_general_reader() {
-        for header in [
-            &br#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}"#[..],
-            br#"{"code":0,"flag":1,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}"#,
-            br#"{"code":17,"flag":1,"language":"JAVA","opaque":-42,"remark":"No topic","serializeTypeCurrentRPC":"JSON","version":479}"#,
-            br#"{"code":0,"extFields":{},"flag":1,"language":"KLINGON","opaque":3,"version":479}"#,
-            br#"{"code":103,"extFields":{"a":"1","b":"2"},"flag":2,"opaque":7,"version":0}"#,
-        ] {
-            let fast = decode_canonical(header).expect("canonical");
-            assert_eq!(fast, decode_general(header).unwrap(), "{}", String::from_utf8_lossy(header));
+    fn plain_reader_agrees_with_the_general_reader() {
+        use super::super::json_header_plain::decode_plain;
+        let fields = [
+            r#""code":105"#,
+            r#""extFields":{"topic":"TopicTest","k":"v"}"#,
+            r#""flag":0"#,
+            r#""language":"GO""#,
+            r#""opaque":OPAQUE"#,
+            r#""remark":"""#,
+            r#""serializeTypeCurrentRPC":"JSON""#,
+            r#""version":317"#,
+        ];
+        let mut taken = 0;
+        for rotation in 0..fields.len() {
+            for reversed in [false, true] {
+                let mut order: Vec<&str> = fields.iter().cycle().skip(rotation).take(fields.len()).copied().collect();
+                if reversed {
+                    order.reverse();
+                }
+                for opaque in ["0", "7", "999999999", "1000000000", "2147483647", "-1", "-2147483648"] {
+                    for sep in [",", " , ", ",\n"] {
+                        let header = format!("{{{}}}", order.join(sep)).replace("OPAQUE", opaque);
+                        let fast = decode_plain(header.as_bytes()).unwrap_or_else(|| panic!("not taken: {header}"));
+                        assert_eq!(fast, decode_general(header.as_bytes()).unwrap(), "{header}");
+                        assert_eq!(fast.opaque, opaque.parse::<i32>().unwrap());
+                        taken += 1;
+                    }
+                }
+            }
         }
-        for near_miss in [
+        assert_eq!(taken, 8 * 2 * 7 * 3);
+        for odd in [
             &br#"{"code":105,"extFields":{"topic":"a\"b"},"flag":0,"opaque":1,"version":479}"#[..],
             br#"{"code":"105","flag":0,"opaque":1,"version":479}"#,
-            br#"{"code":105,"flag":0,"opaque":1,"version":479,"x":1}"#,
-            br#"{ "code":105,"flag":0,"opaque":1,"version":479}"#,
+            br#"{"code":105,"flag":0,"opaque":1,"version":479,"x":[1]}"#,
+            br#"{"code":105,"extFields":{"n":5}}"#,
+            br#"{"code":null}"#,
+            br#"{"language":0}"#,
+            br#"{"code":1.0}"#,
+            br#"{"code":2147483648}"#,
+            br#"{"opaque":99999999999}"#,
+            br#"{"co\u0064e":105}"#,
         ] {
-            assert!(decode_canonical(near_miss).is_none(), "{}", String::from_utf8_lossy(near_miss));
-            assert!(decode_json_header(near_miss).is_ok(), "{}", String::from_utf8_lossy(near_miss));
+            assert!(decode_plain(odd).is_none(), "{}", String::from_utf8_lossy(odd));
         }
+        assert_eq!(decode_json_header(br#"{"code":null,"language":0}"#).unwrap().language, Some(LanguageCode::Java));
+        assert_eq!(decode_json_header(br#"{"co\u0064e":105}"#).unwrap().code, 105);
         assert!(decode_json_header(br#"{"code":105,"flag":0,"opaque":99999999999,"version":479}"#).is_err());
+        assert!(decode_json_header(br#"{"opaque":2147483648}"#).is_err());
+    }
+
+    /// Repeated keys: the last one wins, in both readers (Java's HashMap and fastjson's setters agree).
+    #[test]
+    fn repeated_keys_keep_the_last_value() {
+        for header in [
+            &br#"{"code":1,"code":2,"extFields":{"a":"1"},"extFields":{"b":"2","b":"3"}}"#[..],
+            br#"{"code":1,"code":"2","extFields":{"a":"1"},"extFields":{"b":"2","b":3}}"#,
+        ] {
+            let cmd = decode_json_header(header).unwrap();
+            assert_eq!((cmd.code, cmd.ext("a"), cmd.ext("b")), (2, None, Some("3")));
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod command;
 pub mod decode;
 pub mod frame;
 mod json_header;
+mod json_header_plain;
 
 pub use command::{ExtFields, LanguageCode, RemotingCommand};
 pub use decode::{HeaderError, decode_command};

@@ -2,6 +2,8 @@
 //! 5.x broker builds it (REGISTER_BROKER bodies, JSON and compressed), and a decoded registration; and the
 //! connection's reply queue, which the load generator's rocketns-shaped echo server writes with.
 
+pub mod client_headers;
+
 pub use crate::connection::OutQueue;
 use crate::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use crate::route::BrokerRegistration;

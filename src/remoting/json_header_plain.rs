@@ -1,0 +1,245 @@
+//! The fast reader of JSON command headers: one pass over the header as every client writes it, in any
+//! field order, with numbers of any width and sign.
+//!
+//! Each client family orders its fields differently (fastjson sorts them, Go and Rust write struct order,
+//! Node insertion order, jsoncpp sorts and ends with a newline) and a long-lived client's opaque has ten
+//! digits or a sign, so the reader assumes no order and no width. It handles the plain form: string values
+//! without escapes, integers for the int fields, flat `extFields` of strings, unknown keys with scalar
+//! values, whitespace anywhere. Anything else (an escape, a number written as a string, a nested value, an
+//! int out of range, malformed text) makes it answer `None`, and the general reader in `json_header` then
+//! decides, so the two never differ on what a header means.
+
+use compact_str::CompactString;
+
+use super::command::{ExtFields, LanguageCode, RemotingCommand};
+
+/// Bytes that end a plain string's fast scan: the closing quote, an escape, a control character.
+static STRING_STOP: [bool; 256] = {
+    let mut stop = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        stop[b] = true;
+        b += 1;
+    }
+    stop[b'"' as usize] = true;
+    stop[b'\\' as usize] = true;
+    stop
+};
+
+/// The top-level keys a command has; any other is skipped.
+enum Key {
+    Code,
+    ExtFields,
+    Flag,
+    Language,
+    Opaque,
+    Remark,
+    Version,
+    Other,
+}
+
+struct Scan<'a> {
+    /// The header, checked to be UTF-8 once, so that any slice between two quotes is text already.
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Scan<'a> {
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    /// The next byte after any whitespace, consumed.
+    #[inline]
+    fn next(&mut self) -> Option<u8> {
+        self.ws();
+        let b = *self.bytes.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// A string without escapes or control characters, its opening quote next.
+    #[inline]
+    fn plain_bytes(&mut self) -> Option<&'a [u8]> {
+        if self.next()? != b'"' {
+            return None;
+        }
+        let start = self.pos;
+        let mut end = start;
+        while let Some(&b) = self.bytes.get(end) {
+            if STRING_STOP[b as usize] {
+                break;
+            }
+            end += 1;
+        }
+        if self.bytes.get(end) != Some(&b'"') {
+            return None;
+        }
+        self.pos = end + 1;
+        Some(&self.bytes[start..end])
+    }
+
+    /// A key, known ones matched whole with their quotes and colon (one comparison instead of a scan).
+    #[inline]
+    fn key(&mut self) -> Option<Key> {
+        self.ws();
+        let rest = &self.bytes[self.pos..];
+        // Each literal has a constant length, so the comparison is a few loads, not a memcmp call.
+        macro_rules! known {
+            ($key:expr, $text:literal) => {
+                if rest.starts_with($text) {
+                    self.pos += $text.len();
+                    return Some($key);
+                }
+            };
+        }
+        match rest.get(1) {
+            Some(b'c') => known!(Key::Code, b"\"code\":"),
+            Some(b'e') => known!(Key::ExtFields, b"\"extFields\":"),
+            Some(b'f') => known!(Key::Flag, b"\"flag\":"),
+            Some(b'l') => known!(Key::Language, b"\"language\":"),
+            Some(b'o') => known!(Key::Opaque, b"\"opaque\":"),
+            Some(b'r') => known!(Key::Remark, b"\"remark\":"),
+            Some(b's') => known!(Key::Other, b"\"serializeTypeCurrentRPC\":"),
+            Some(b'v') => known!(Key::Version, b"\"version\":"),
+            _ => {}
+        }
+        let key = match self.plain_bytes()? {
+            b"code" => Key::Code,
+            b"extFields" => Key::ExtFields,
+            b"flag" => Key::Flag,
+            b"language" => Key::Language,
+            b"opaque" => Key::Opaque,
+            b"remark" => Key::Remark,
+            b"version" => Key::Version,
+            _ => Key::Other,
+        };
+        (self.next()? == b':').then_some(key)
+    }
+
+    #[inline]
+    fn plain_str(&mut self) -> Option<&'a str> {
+        let len = self.plain_bytes()?.len();
+        let end = self.pos - 1;
+        self.text.get(end - len..end)
+    }
+
+    /// `null`, consumed, or nothing consumed.
+    #[inline]
+    fn null(&mut self) -> bool {
+        self.ws();
+        let is_null = self.bytes[self.pos..].starts_with(b"null");
+        if is_null {
+            self.pos += 4;
+        }
+        is_null
+    }
+
+    /// An integer in int range, any width up to ten digits, optionally negative.
+    #[inline]
+    fn int(&mut self) -> Option<i32> {
+        self.ws();
+        let negative = self.bytes.get(self.pos) == Some(&b'-');
+        let start = self.pos + negative as usize;
+        let mut end = start;
+        let mut n: i64 = 0;
+        while let Some(&d) = self.bytes.get(end) {
+            if !d.is_ascii_digit() || end - start == 10 {
+                break;
+            }
+            n = n * 10 + (d - b'0') as i64;
+            end += 1;
+        }
+        if end == start || !matches!(self.bytes.get(end), Some(b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r')) {
+            return None;
+        }
+        self.pos = end;
+        i32::try_from(if negative { -n } else { n }).ok()
+    }
+
+    /// The value of a key nobody reads: a plain string, a number, `true`, `false` or `null`.
+    fn skip_scalar(&mut self) -> Option<()> {
+        if self.peek()? == b'"' {
+            return self.plain_bytes().map(drop);
+        }
+        let rest = &self.bytes[self.pos..];
+        let len = rest.iter().position(|b| matches!(b, b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r'))?;
+        let token = &rest[..len];
+        let valid = matches!(token, b"true" | b"false" | b"null")
+            || (token.first().is_some_and(|b| b.is_ascii_digit() || *b == b'-')
+                && token.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b)));
+        self.pos += len;
+        valid.then_some(())
+    }
+
+    /// A flat object of plain strings (null values left out, as the general reader does).
+    fn ext_fields(&mut self) -> Option<ExtFields> {
+        if self.next()? != b'{' {
+            return None;
+        }
+        let mut ext = ExtFields::new();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(ext);
+        }
+        loop {
+            let key = self.plain_str()?;
+            if self.next()? != b':' {
+                return None;
+            }
+            if !self.null() {
+                ext.push(CompactString::from(key), CompactString::from(self.plain_str()?));
+            }
+            match self.next()? {
+                b',' => {}
+                b'}' => return Some(ext),
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// The command a plain header holds, or `None` to leave it to the general reader.
+pub(super) fn decode_plain(header: &[u8]) -> Option<RemotingCommand> {
+    let mut s = Scan { text: std::str::from_utf8(header).ok()?, bytes: header, pos: 0 };
+    let mut cmd = RemotingCommand::response(0, None);
+    cmd.language = None;
+    cmd.version = 0;
+    cmd.flag = 0;
+    if s.next()? != b'{' {
+        return None;
+    }
+    if s.peek()? == b'}' {
+        s.pos += 1;
+    } else {
+        loop {
+            match s.key()? {
+                Key::Code => cmd.code = s.int()?,
+                Key::Opaque => cmd.opaque = s.int()?,
+                Key::Flag => cmd.flag = s.int()?,
+                Key::Version => cmd.version = s.int()?,
+                Key::ExtFields => cmd.ext_fields = if s.null() { None } else { Some(s.ext_fields()?) },
+                Key::Language => cmd.language = if s.null() { None } else { LanguageCode::from_name(s.plain_str()?) },
+                Key::Remark => cmd.remark = if s.null() { None } else { Some(s.plain_str()?.to_owned()) },
+                Key::Other => s.skip_scalar()?,
+            }
+            match s.next()? {
+                b',' => {}
+                b'}' => break,
+                _ => return None,
+            }
+        }
+    }
+    s.ws();
+    (s.pos == header.len()).then_some(cmd)
+}
