@@ -1,7 +1,6 @@
 //! One client or broker connection: read frames, dispatch them, write the replies.
 //!
-//! All frames that arrived together are processed before the replies are written, in one vectored write;
-//! a route body is written straight from the snapshot's shared bytes, never copied into a buffer.
+//! All frames that arrived together are processed before the replies are written, together in one write.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -24,14 +23,21 @@ const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
 /// At most this many buffers go into one vectored write.
 const MAX_IOVECS: usize = 64;
 
-/// Replies waiting to be written: headers are encoded into `scratch`, bodies stay where they are (a route
-/// body is the snapshot's own buffer) and go out as their own slice of the vectored write. (Reached from
-/// outside only through `testing`, by the load generator's echo server, which writes exactly as rocketns does.)
+/// Replies waiting to be written. A reply is copied into one contiguous buffer with the others of its batch
+/// (a route body is about a kilobyte: the copy costs far less than a slice of a vectored write, which the
+/// kernel walks and copies anyway); a body over `COPY_LIMIT` (a large cluster info or topic list) goes out as
+/// its own slice, straight from the snapshot's shared bytes. (Reached from outside only through `testing`,
+/// by the load generator's rocketns-shaped echo server, which writes exactly as rocketns does.)
 pub struct OutQueue {
     serialize_type: SerializeType,
     chunks: VecDeque<Bytes>,
     scratch: BytesMut,
 }
+
+/// Bodies up to this size are copied into the write buffer.
+const COPY_LIMIT: usize = 16 * 1024;
+/// A write buffer grown past this by a large batch is not kept for the next one.
+const MAX_IDLE_WRITE_BUFFER: usize = 64 * 1024;
 
 impl OutQueue {
     pub fn new(serialize_type: SerializeType) -> Self {
@@ -40,17 +46,27 @@ impl OutQueue {
 
     pub fn push(&mut self, resp: &RemotingCommand) {
         resp.encode_head(self.serialize_type, &mut self.scratch);
-        if resp.body_len() > 0 {
-            self.chunks.push_back(self.scratch.split().freeze());
-            for part in [&resp.body_prefix, &resp.body] {
-                if !part.is_empty() {
-                    self.chunks.push_back(part.clone());
-                }
+        let parts = [&resp.body_prefix, &resp.body];
+        if resp.body_len() <= COPY_LIMIT {
+            for part in parts {
+                self.scratch.extend_from_slice(part);
             }
+        } else {
+            self.chunks.push_back(self.scratch.split().freeze());
+            self.chunks.extend(parts.into_iter().filter(|p| !p.is_empty()).cloned());
         }
     }
 
     pub async fn flush<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
+        if self.chunks.is_empty() {
+            // The common case: one buffer, one write, and the buffer kept for the next batch.
+            let result = stream.write_all(&self.scratch).await;
+            self.scratch.clear();
+            if self.scratch.capacity() > MAX_IDLE_WRITE_BUFFER {
+                self.scratch = BytesMut::new();
+            }
+            return result;
+        }
         if !self.scratch.is_empty() {
             self.chunks.push_back(self.scratch.split().freeze());
         }
