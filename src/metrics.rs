@@ -1,11 +1,14 @@
 //! What the server counts, and its Prometheus text rendering (served by `http`).
 //!
-//! Counting stays off the hot path's shared cache lines: a connection tallies its requests locally and adds
-//! them to the shared counters once per batch; lookup latency is sampled (one lookup in 16).
+//! Counting stays off shared cache lines: a connection tallies its requests locally and adds them once per
+//! batch to its worker thread's own shard of the counters (each shard on cache lines of its own); lookup
+//! latency is sampled (one lookup in 16) into the same shard. Only rendering reads every shard.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
 
 use crate::protocol::codes::request;
 
@@ -44,13 +47,29 @@ fn slot(code: i32) -> usize {
     CODES.iter().position(|c| *c == code).unwrap_or(CODES.len())
 }
 
+/// The counters one group of threads writes (a shard per worker thread while there are enough).
 #[derive(Default)]
-pub struct Metrics {
+struct Shard {
     /// [slot][0 = success, 1 = error]
     requests: [[AtomicU64; 2]; SLOTS],
     latency_buckets: [AtomicU64; LATENCY_BUCKETS_US.len()],
     latency_count: AtomicU64,
     latency_sum_ns: AtomicU64,
+}
+
+/// The shard of the calling thread: threads are numbered as they first count, and share shards only when
+/// there are more threads than shards.
+fn thread_number() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static NUMBER: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
+
+pub struct Metrics {
+    shards: Box<[CachePadded<Shard>]>,
+    /// Written at connect and close only, not per request.
     pub connections: AtomicI64,
     pub connections_total: AtomicU64,
     /// Bytes of the large-frame budget held by frames still arriving.
@@ -68,6 +87,14 @@ pub struct RequestTally {
     seen: u64,
 }
 
+impl Default for Metrics {
+    /// A shard for each core (the runtime's worker count), plus one for the other threads.
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Metrics::with_shards(cores + 1)
+    }
+}
+
 impl RequestTally {
     pub fn record(&mut self, code: i32, success: bool) {
         self.counts[slot(code)][usize::from(!success)] += 1;
@@ -80,7 +107,7 @@ impl RequestTally {
     }
 
     pub fn flush(&mut self, metrics: &Metrics) {
-        for (shared, local) in metrics.requests.iter().zip(self.counts.iter_mut()) {
+        for (shared, local) in metrics.shard().requests.iter().zip(self.counts.iter_mut()) {
             for (s, l) in shared.iter().zip(local.iter_mut()) {
                 if *l > 0 {
                     s.fetch_add(*l, Ordering::Relaxed);
@@ -92,13 +119,34 @@ impl RequestTally {
 }
 
 impl Metrics {
+    fn with_shards(n: usize) -> Self {
+        Metrics {
+            shards: (0..n.max(1)).map(|_| CachePadded::new(Shard::default())).collect(),
+            connections: AtomicI64::new(0),
+            connections_total: AtomicU64::new(0),
+            large_frame_bytes: AtomicI64::new(0),
+            large_frames_no_room: AtomicU64::new(0),
+            large_frames_too_slow: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self) -> &Shard {
+        &self.shards[thread_number() % self.shards.len()]
+    }
+
+    /// A counter summed over the shards.
+    fn sum(&self, counter: impl Fn(&Shard) -> &AtomicU64) -> u64 {
+        self.shards.iter().map(|s| counter(s).load(Ordering::Relaxed)).sum()
+    }
+
     pub fn record_lookup_latency(&self, d: Duration) {
+        let shard = self.shard();
         let us = d.as_micros() as u64;
         if let Some(i) = LATENCY_BUCKETS_US.iter().position(|b| us <= *b) {
-            self.latency_buckets[i].fetch_add(1, Ordering::Relaxed);
+            shard.latency_buckets[i].fetch_add(1, Ordering::Relaxed);
         }
-        self.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.latency_sum_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        shard.latency_count.fetch_add(1, Ordering::Relaxed);
+        shard.latency_sum_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// The counters in Prometheus text format, followed by `gauges` (name, help, value).
@@ -106,10 +154,10 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         out.push_str("# HELP rocketns_requests_total Requests answered, by request code and result.\n");
         out.push_str("# TYPE rocketns_requests_total counter\n");
-        for (i, per_result) in self.requests.iter().enumerate() {
+        for i in 0..SLOTS {
             let code = CODES.get(i).map(|c| c.to_string()).unwrap_or_else(|| "other".into());
-            for (result, n) in ["success", "error"].iter().zip(per_result) {
-                let n = n.load(Ordering::Relaxed);
+            for (r, result) in ["success", "error"].iter().enumerate() {
+                let n = self.sum(|s| &s.requests[i][r]);
                 if n > 0 {
                     let _ = writeln!(out, "rocketns_requests_total{{code=\"{code}\",result=\"{result}\"}} {n}");
                 }
@@ -118,18 +166,14 @@ impl Metrics {
         out.push_str("# HELP rocketns_lookup_latency_seconds Time to answer GET_ROUTEINFO_BY_TOPIC inside the server (1 in 16 sampled).\n");
         out.push_str("# TYPE rocketns_lookup_latency_seconds histogram\n");
         let mut cumulative = 0;
-        for (bound, n) in LATENCY_BUCKETS_US.iter().zip(&self.latency_buckets) {
-            cumulative += n.load(Ordering::Relaxed);
+        for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
+            cumulative += self.sum(|s| &s.latency_buckets[i]);
             let _ =
                 writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"{}\"}} {cumulative}", *bound as f64 / 1e6);
         }
-        let count = self.latency_count.load(Ordering::Relaxed);
+        let count = self.sum(|s| &s.latency_count);
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(
-            out,
-            "rocketns_lookup_latency_seconds_sum {}",
-            self.latency_sum_ns.load(Ordering::Relaxed) as f64 / 1e9
-        );
+        let _ = writeln!(out, "rocketns_lookup_latency_seconds_sum {}", self.sum(|s| &s.latency_sum_ns) as f64 / 1e9);
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_count {count}");
         out.push_str("# HELP rocketns_large_frames_refused_total Connections closed because a frame over 64 KiB found no room in the large-frame budget (no_room) or was not complete (too_slow) within largeFrameTimeoutMillis.\n");
         out.push_str("# TYPE rocketns_large_frames_refused_total counter\n");
@@ -168,14 +212,24 @@ mod tests {
 
     #[test]
     fn tallies_flush_into_the_text() {
-        let m = Metrics::default();
+        // More shards than the test process has threads, so that two threads never share one here.
+        let m = Metrics::with_shards(4096);
         let mut t = RequestTally::default();
-        t.record(105, true);
         t.record(105, true);
         t.record(105, false);
         t.record(99999, false);
         t.flush(&m);
         t.flush(&m);
+        // Another thread counts in another shard; the text sums them.
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut t = RequestTally::default();
+                t.record(105, true);
+                t.flush(&m);
+            });
+        });
+        let used = m.shards.iter().filter(|s| s.requests[slot(105)].iter().any(|n| n.load(Ordering::Relaxed) > 0));
+        assert_eq!(used.count(), 2);
         m.record_lookup_latency(Duration::from_micros(30));
         let text = m.render(&[("rocketns_x_total", "x", 3)], &[("rocketns_topics", "t", 7)]);
         assert!(text.contains("rocketns_requests_total{code=\"105\",result=\"success\"} 2\n"), "{text}");
