@@ -11,6 +11,9 @@
 #   DURATION=3 perf/compare.sh      # shorter
 #   SCENARIOS="anchor churn" perf/compare.sh
 #   SERVERS="echo rocketns" perf/compare.sh   # leave out the others (and their installs)
+#   HEADERS="go binary" perf/compare.sh       # rocketns's extra rows in the reference scenario: the same load
+#                                   # with each client family's request header (default: all of them, and
+#                                   # java-long, a long-lived Java client's ten-digit and negative opaques)
 #   JAVA_WARMUP=20                  # seconds of load before the Java NameServer is measured (JIT; see
 #                                   # perf/README.md for how long it takes); the others get 1 s
 #
@@ -21,8 +24,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 OUT=${OUT:-$ROOT/perf/results}
 DURATION=${DURATION:-10}
-SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k"}
+SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k c1000 c10000 storm"}
 SERVERS=${SERVERS:-"echo echo-rocketns rocketns rocketmq-rust java"}
+HEADERS=${HEADERS:-"go rust cpp node binary java-long"}
 JAVA_WARMUP=${JAVA_WARMUP:-20}
 # shellcheck source=perf/java-runserver.sh
 . "$ROOT/perf/java-runserver.sh"
@@ -32,6 +36,8 @@ SERVER_CPUS=${SERVER_CPUS:-1}
 
 inner() {
     ip link set lo up
+    # 10,000 connections need as many descriptors in the server and in the load generator.
+    ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     local loadgen="$ROOT/target/release/rocketns-loadgen"
@@ -40,13 +46,17 @@ inner() {
     mkdir -p "$OUT" "$work/home"
     local json="$OUT/latest.jsonl" table="$OUT/latest.md"
     : > "$json"
-    # scenario → "brokers topics connections in_flight churn"
+    # scenario → "brokers topics connections in_flight churn"; connections "storm": 5,000 new connections
+    # within a second, each asking 20 routes one at a time, then closing (a fleet of clients starting).
     declare -A spec=(
         [reference]="4 1000 4 16 off"
         [anchor]="1 100 4 16 off"
         [10k]="4 10000 4 16 off"
         [churn]="4 1000 4 16 bump"
         [100k]="4 100000 4 16 off"
+        [c1000]="4 1000 1000 1 off"
+        [c10000]="4 1000 10000 1 off"
+        [storm]="4 1000 storm 1 off"
     )
     # server_cmd NAME PORT BROKERS: the command line of a server listening on PORT, in the array `cmd`.
     server_cmd() {
@@ -70,23 +80,38 @@ inner() {
     }
     wait_port() { for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
     local port=20000
-    for scenario in $SCENARIOS; do
+    # measure SCENARIO SERVER LABEL [LOADGEN OPTIONS...]: one server, one load, one JSON line.
+    measure() {
+        local scenario=$1 server=$2 label=$3; shift 3
         read -r brokers topics conns inflight churn <<< "${spec[$scenario]}"
+        local shape=(--connections "$conns")
+        [ "$conns" = storm ] && shape=(--connections 1 --storm 5000 --storm-requests 20)
+        port=$((port + 1))
+        local pid; pid=$(start_server "$server" "$port" "$brokers")
+        wait_port "$port" || { echo "$server did not start" >&2; return; }
+        local line
+        line=$(taskset -c "$GEN_CPUS" "$loadgen" run --addr "127.0.0.1:$port" --brokers "$brokers" --topics "$topics" \
+            "${shape[@]}" --in-flight "$inflight" --churn "$([[ "$server" == echo* ]] && echo off || echo "$churn")" \
+            --duration "$DURATION" --warmup "$([ "$server" = java ] && echo "$JAVA_WARMUP" || echo 1)" \
+            --label "$scenario/$label" --server-pid "$pid" "$@" | tail -n 1) || true
+        local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+        kill "$pid" 2>/dev/null || true
+        # Gone before the next server starts (a JVM takes a moment to stop).
+        for _ in $(seq 100); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
+        echo "${line%\}},\"server\":\"$label\",\"scenario\":\"$scenario\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
+        echo "$scenario/$label: $line, peak RSS ${rss} kB" >&2
+    }
+    for scenario in $SCENARIOS; do
         for server in $SERVERS; do
-            port=$((port + 1))
-            local pid; pid=$(start_server "$server" "$port" "$brokers")
-            wait_port "$port" || { echo "$server did not start" >&2; continue; }
-            local line
-            line=$(taskset -c "$GEN_CPUS" "$loadgen" run --addr "127.0.0.1:$port" --brokers "$brokers" --topics "$topics" \
-                --connections "$conns" --in-flight "$inflight" --churn "$([[ "$server" == echo* ]] && echo off || echo "$churn")" \
-                --duration "$DURATION" --warmup "$([ "$server" = java ] && echo "$JAVA_WARMUP" || echo 1)" \
-                --label "$scenario/$server" --server-pid "$pid" | tail -n 1) || true
-            local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-            kill "$pid" 2>/dev/null || true
-            # Gone before the next server starts (a JVM takes a moment to stop).
-            for _ in $(seq 100); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
-            echo "${line%\}},\"server\":\"$server\",\"scenario\":\"$scenario\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
-            echo "$scenario/$server: $line, peak RSS ${rss} kB" >&2
+            measure "$scenario" "$server" "$server"
+            if [ "$server" = rocketns ] && [ "$scenario" = reference ]; then
+                for header in $HEADERS; do
+                    case $header in
+                        java-long) measure "$scenario" rocketns "rocketns-$header" --header java --opaque-start 2147000000 ;;
+                        *) measure "$scenario" rocketns "rocketns-$header" --header "$header" ;;
+                    esac
+                done
+            fi
         done
     done
     # Start to first answer, a cold start of each NameServer: no route file of an earlier scenario to restore.

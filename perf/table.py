@@ -22,10 +22,19 @@ print(f"Machine: {cores} cores ({cpu}); load generator and server pinned to sepa
 print("| scenario | server | requests/s | server CPU µs/request | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 # Servers left out of the run (compare.sh's SERVERS) get no rows.
-servers = [x for x in ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java") if any(r["server"] == x for r in rows)]
+known = ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java")
+servers = [x for x in known if any(r["server"] == x for r in rows)]
+headers = []
+for r in rows:
+    if r["server"].startswith("rocketns-") and r["server"] not in headers:
+        headers.append(r["server"])
+at = servers.index("rocketns") + 1 if "rocketns" in servers else len(servers)
+servers = servers[:at] + headers + servers[at:]
 for s in scenarios:
     for server in servers:
         r = by.get((s, server))
+        if server in headers and not r:
+            continue
         if not r or "rps" not in r:
             print(f"| {s} | {server} | failed | | | | | | |")
             continue
@@ -33,18 +42,28 @@ for s in scenarios:
         print(f"| {s} | {server} | {r['rps']:.0f} | {cpu} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | {r['errors']} | {r['peak_rss_kb'] / 1024:.1f} |")
 print()
 print("Ratios of rocketns to each other server in the same scenario (throughput: higher is better for rocketns;")
-print("p99 and peak RSS: lower is better). `echo` is the plain echo, the yardstick; `echo-rocketns` reads and")
-print("writes as rocketns does, so echo-rocketns / echo is what rocketns's I/O path alone costs. When the load")
-print("generator's one core sets the pace, throughput ratios to echo understate the gap: the server CPU per")
-print("request (plain echo's / rocketns's) is the yardstick then.\n")
-print("| scenario | throughput / echo | CPU per request, echo / rocketns | echo-rocketns / echo | throughput / Java | p99 / Java | RSS / Java | throughput / rocketmq-rust | p99 / rocketmq-rust | RSS / rocketmq-rust |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("CPU per request, p99 and peak RSS: lower is better). `echo` is the plain echo, the yardstick; `echo-rocketns`")
+print("reads and writes as rocketns did before issue 13, so echo-rocketns / echo is what that I/O path alone cost.")
+print("When the load generator's one core sets the pace, throughput ratios to echo understate the gap: the server")
+print("CPU per request is the yardstick then.\n")
+print("| scenario | throughput / echo | CPU per request / echo's | p99 / echo | echo-rocketns / echo | throughput / Java | p99 / Java | RSS / Java | throughput / rocketmq-rust | p99 / rocketmq-rust | RSS / rocketmq-rust |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for s in scenarios:
     e, er, n, m, j = (by.get((s, x), {}) for x in ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java"))
-    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(e.get('server_cpu_us_per_req'), n.get('server_cpu_us_per_req'))} | {ratio(er.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), j.get('rps'))} | "
+    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('server_cpu_us_per_req'), e.get('server_cpu_us_per_req'))} | {ratio(n.get('p99_us'), e.get('p99_us'))} | {ratio(er.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), j.get('rps'))} | "
           f"{ratio(n.get('p99_us'), j.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), j.get('peak_rss_kb'))} | "
           f"{ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | "
           f"{ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")
+if headers:
+    e = by.get(("reference", "echo"), {})
+    print("\nEvery client's request header (reference scenario; the echo's row is with Java headers: it reads only the")
+    print("opaque). `rocketns-java-long`: a long-lived Java client's opaques, ten digits and then negative.\n")
+    print("| header | throughput / echo | CPU per request / echo's | p99 / echo |")
+    print("|---|---:|---:|---:|")
+    for h in ["rocketns"] + headers:
+        n = by.get(("reference", h), {})
+        name = "java" if h == "rocketns" else h[len("rocketns-"):]
+        print(f"| {name} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('server_cpu_us_per_req'), e.get('server_cpu_us_per_req'))} | {ratio(n.get('p99_us'), e.get('p99_us'))} |")
 quiet, churn = by.get(("reference", "rocketns"), {}), by.get(("churn", "rocketns"), {})
 if quiet.get("rps") and churn.get("rps"):
     print(f"\nUnder churn (every broker re-registering its 1000 topics with a new DataVersion every 100 ms, 300 times "
