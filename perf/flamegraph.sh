@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Profiles rocketns under the load generator and writes flamegraphs/<scenario>.svg:
-#   lookup: 4 brokers x 1000 topics, 4 connections x 16 requests in flight;
-#   churn:  the same while every broker re-registers with a new DataVersion every 100 ms.
+# Profiles a server under the load generator and writes flamegraphs/<scenario>.svg:
+#   lookup: rocketns, 4 brokers x 1000 topics, 4 connections x 16 requests in flight (Java headers);
+#   echo:   the plain echo (the yardstick) under the same load, to set beside lookup;
+#   lookup-go: rocketns under the same load with the Go client's headers;
+#   c1000:  rocketns, 1,000 connections x 1 in flight (many clients polling);
+#   churn:  rocketns under the lookup load while every broker re-registers with a new DataVersion every 100 ms.
 # Uses perf (cpu-clock sampling, frame pointers) and inferno; installs either if missing.
-#   perf/flamegraph.sh [lookup|churn ...]      DURATION=10 by default
+#   perf/flamegraph.sh [lookup|echo|lookup-go|c1000|churn ...]      DURATION=10 by default
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=${DURATION:-10}
-SCENARIOS=${*:-lookup churn}
+SCENARIOS=${*:-lookup echo lookup-go c1000 churn}
 GEN_CPUS=${GEN_CPUS:-0}
 SERVER_CPUS=${SERVER_CPUS:-1}
 
@@ -27,17 +30,26 @@ trap 'rm -rf "$work"' EXIT
 port=21000
 for scenario in $SCENARIOS; do
     port=$((port + 1))
+    server=rocketns churn=off load=()
     case $scenario in
-        lookup) churn=off ;;
+        lookup) ;;
+        echo) server=echo ;;
+        lookup-go) load=(--header go) ;;
+        c1000) load=(--connections 1000 --in-flight 1) ;;
         churn) churn=bump ;;
         *) echo "unknown scenario $scenario" >&2; exit 2 ;;
     esac
-    printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv.json\n' "$port" "$work" > "$work/ns.properties"
-    RUST_LOG=warn taskset -c "$SERVER_CPUS" "$bin/rocketns" -c "$work/ns.properties" > "$work/ns.log" 2>&1 &
+    if [ "$server" = echo ]; then
+        taskset -c "$SERVER_CPUS" "$bin/rocketns-loadgen" echo --listen "127.0.0.1:$port" > "$work/ns.log" 2>&1 &
+    else
+        printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv.json\n' "$port" "$work" > "$work/ns.properties"
+        RUST_LOG=warn taskset -c "$SERVER_CPUS" "$bin/rocketns" -c "$work/ns.properties" > "$work/ns.log" 2>&1 &
+    fi
     pid=$!
     for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
     taskset -c "$GEN_CPUS" "$bin/rocketns-loadgen" run --addr "127.0.0.1:$port" --brokers 4 --topics 1000 \
-        --churn "$churn" --duration "$((DURATION + 1))" --warmup 1 --label "flamegraph/$scenario" > "$work/load.log" &
+        --churn "$churn" --duration "$((DURATION + 1))" --warmup 1 --label "flamegraph/$scenario" --server-pid "$pid" \
+        "${load[@]}" > "$work/load.log" &
     load=$!
     sleep 1.5
     perf record -e cpu-clock -F 997 -g -p "$pid" -o "$work/perf.data" -- sleep "$DURATION" 2> /dev/null
@@ -45,11 +57,11 @@ for scenario in $SCENARIOS; do
     kill "$pid"; wait "$pid" 2> /dev/null || true
     grep -v '^{' "$work/load.log" || true
     perf script -i "$work/perf.data" 2> /dev/null | inferno-collapse-perf > "$work/folded"
-    inferno-flamegraph --title "rocketns: $scenario ($(tail -n 1 "$work/load.log" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%d req/s, p99 %d us" % (r["rps"], r["p99_us"]))'))" \
+    inferno-flamegraph --title "$server: $scenario ($(tail -n 1 "$work/load.log" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%d req/s, p99 %d us, %.2f us of server CPU a request" % (r["rps"], r["p99_us"], r.get("server_cpu_us_per_req", 0)))'))" \
         < "$work/folded" > "$ROOT/flamegraphs/$scenario.svg"
     echo "wrote flamegraphs/$scenario.svg"
     # Where the samples end (self time), heaviest first.
     awk '{n = $NF; $NF = ""; k = split($0, f, ";"); leaf[f[k]] += n; total += n}
          END {for (l in leaf) printf "%5.1f%%  %s\n", 100 * leaf[l] / total, l}' "$work/folded" \
-        | sort -rn | head -n 15 | tee "$ROOT/flamegraphs/$scenario.top.txt"
+        | sort -rn | awk "NR <= 15" | tee "$ROOT/flamegraphs/$scenario.top.txt"
 done

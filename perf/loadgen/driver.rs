@@ -13,7 +13,7 @@ use tokio_util::codec::Decoder;
 
 use rocketns::testing::client_headers::ClientHeader;
 
-use crate::wire::header_int;
+use crate::wire::{Field, header_int};
 
 /// Which topics requests ask for.
 pub struct TopicPicker {
@@ -165,8 +165,8 @@ pub async fn drive(addr: String, seed: u64, shape: RequestShape, picker: Arc<Top
                 }
             };
             let binary = frame.serialize_type == rocketns::remoting::SerializeType::RocketMq;
-            let opaque = header_int(&frame.header, binary, "opaque").unwrap_or(-1) as i32;
-            let code = header_int(&frame.header, binary, "code").unwrap_or(-1);
+            let opaque = header_int(&frame.header, binary, Field::Opaque).unwrap_or(-1) as i32;
+            let code = header_int(&frame.header, binary, Field::Code).unwrap_or(-1);
             let Some(at) = pending.iter().position(|(o, _, _)| *o == opaque) else {
                 stats.fail(format!("reply with unknown opaque {opaque}"));
                 continue;

@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Decoder;
 
-use crate::wire::header_int;
+use crate::wire::{Field, header_int};
 
 /// The standard-JSON route of a topic on `brokers` broker groups (with `slaves`), as rocketns encodes it.
 pub fn route_body(brokers: usize, slaves: bool) -> Bytes {
@@ -122,7 +122,7 @@ async fn plain_echo(mut stream: TcpStream, reply: PlainReply) {
             let header_field = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
             let header_len = ((header_field & 0x00FF_FFFF) as usize).min(len.saturating_sub(4));
             let header = &frame[8..8 + header_len];
-            reply.append(header_int(header, header_field >> 24 == 1, "opaque").unwrap_or(0) as i32, &mut out);
+            reply.append(header_int(header, header_field >> 24 == 1, Field::Opaque).unwrap_or(0) as i32, &mut out);
             at += 4 + len;
         }
         input.advance(at);
@@ -151,7 +151,7 @@ async fn rocketns_shaped_echo(mut stream: TcpStream, body: Bytes) {
     loop {
         while let Ok(Some(frame)) = decoder.decode(&mut rbuf) {
             let binary = frame.serialize_type == SerializeType::RocketMq;
-            reply.opaque = header_int(&frame.header, binary, "opaque").unwrap_or(0) as i32;
+            reply.opaque = header_int(&frame.header, binary, Field::Opaque).unwrap_or(0) as i32;
             out.push(&reply);
         }
         if out.flush(&mut stream).await.is_err() {

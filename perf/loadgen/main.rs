@@ -39,30 +39,6 @@ enum Command {
     Startup(StartupArgs),
 }
 
-/// Whose request header the lookups carry (`rocketns::testing::client_headers` says where each comes from).
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Header {
-    Java,
-    Go,
-    Rust,
-    Cpp,
-    Node,
-    Binary,
-}
-
-impl From<Header> for ClientHeader {
-    fn from(h: Header) -> Self {
-        match h {
-            Header::Java => ClientHeader::Java,
-            Header::Go => ClientHeader::Go,
-            Header::Rust => ClientHeader::Rust,
-            Header::Cpp => ClientHeader::Cpp,
-            Header::Node => ClientHeader::Node,
-            Header::Binary => ClientHeader::Binary,
-        }
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Churn {
     Off,
@@ -97,9 +73,10 @@ struct RunArgs {
     connections: usize,
     #[arg(long, default_value_t = 16)]
     in_flight: usize,
-    /// The client whose request header the lookups carry.
-    #[arg(long, value_enum, default_value_t = Header::Java)]
-    header: Header,
+    /// The client whose request header the lookups carry (`rocketns::testing::client_headers` says where each
+    /// comes from).
+    #[arg(long, value_enum, default_value_t = ClientHeader::Java)]
+    header: ClientHeader,
     /// Each connection's first opaque: 1 is a fresh client; 2147000000 a long-lived Java client, whose
     /// opaques have ten digits and turn negative when the counter wraps.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
@@ -145,7 +122,7 @@ impl RunArgs {
     }
 
     fn request_shape(&self) -> driver::RequestShape {
-        driver::RequestShape { header: self.header.into(), opaque_start: self.opaque_start, in_flight: self.in_flight }
+        driver::RequestShape { header: self.header, opaque_start: self.opaque_start, in_flight: self.in_flight }
     }
 }
 
@@ -436,7 +413,7 @@ async fn run(args: RunArgs) -> i32 {
         us(0.5),
         us(0.99),
         us(0.999),
-        ClientHeader::from(args.header).name(),
+        args.header.name(),
         args.opaque_start,
         args.storm,
         server_cpu

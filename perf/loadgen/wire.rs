@@ -1,29 +1,48 @@
 //! What the load generator writes and reads besides route requests (each client family's, from
 //! `rocketns::testing::client_headers`): broker registrations, and a fast scan of reply headers.
 
+use std::sync::LazyLock;
+
 use bytes::Bytes;
+use memchr::memmem;
 use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand};
 
-/// The integer after `"key":` in a JSON header, or the field of a binary header.
-pub fn header_int(header: &[u8], binary: bool, key: &str) -> Option<i64> {
+/// A header field the load generator and the echo read.
+#[derive(Clone, Copy)]
+pub enum Field {
+    Code,
+    Opaque,
+}
+
+/// `"code":` and `"opaque":`, each searched with one prepared SIMD substring search (this runs once or twice
+/// per request and reply, in the echo too, which must not be slowed by its own search).
+static CODE: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(br#""code":"#));
+static OPAQUE: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(br#""opaque":"#));
+
+/// The integer of a field in a JSON header (any field order), or of a binary header.
+pub fn header_int(header: &[u8], binary: bool, field: Field) -> Option<i64> {
     if binary {
-        return match key {
-            "code" => header.get(0..2).map(|b| i16::from_be_bytes([b[0], b[1]]) as i64),
-            "opaque" => header.get(5..9).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64),
-            _ => None,
+        return match field {
+            Field::Code => header.get(0..2).map(|b| i16::from_be_bytes([b[0], b[1]]) as i64),
+            Field::Opaque => header.get(5..9).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as i64),
         };
     }
-    // `"key":`, found without building the pattern (this runs once or twice per request and reply).
-    let key = key.as_bytes();
-    let at = header
-        .windows(key.len() + 3)
-        .position(|w| w[0] == b'"' && &w[1..=key.len()] == key && w[key.len() + 1..] == *b"\":")?
-        + key.len()
-        + 3;
-    let rest = &header[at..];
-    let end = rest.iter().position(|b| !(b.is_ascii_digit() || *b == b'-')).unwrap_or(rest.len());
-    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+    let finder = match field {
+        Field::Code => &CODE,
+        Field::Opaque => &OPAQUE,
+    };
+    let rest = &header[finder.find(header)? + finder.needle().len()..];
+    let (negative, digits) = match rest.first() {
+        Some(b'-') => (true, &rest[1..]),
+        _ => (false, rest),
+    };
+    let len = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    if len == 0 || len > 18 {
+        return None;
+    }
+    let n = digits[..len].iter().fold(0i64, |n, d| n * 10 + (d - b'0') as i64);
+    Some(if negative { -n } else { n })
 }
 
 /// A 5.x broker's REGISTER_BROKER for `topics` (8 read/write queues, perm 6), with a JSON body or, as with
@@ -69,11 +88,11 @@ mod tests {
         reply.opaque = -2_000_000_123;
         let mut out = bytes::BytesMut::new();
         reply.encode(rocketns::remoting::SerializeType::Json, &mut out);
-        assert_eq!(header_int(&out[8..], false, "opaque"), Some(-2_000_000_123));
-        assert_eq!(header_int(&out[8..], false, "code"), Some(17));
+        assert_eq!(header_int(&out[8..], false, Field::Opaque), Some(-2_000_000_123));
+        assert_eq!(header_int(&out[8..], false, Field::Code), Some(17));
         out.clear();
         reply.encode(rocketns::remoting::SerializeType::RocketMq, &mut out);
-        assert_eq!(header_int(&out[8..], true, "opaque"), Some(-2_000_000_123));
-        assert_eq!(header_int(&out[8..], true, "code"), Some(17));
+        assert_eq!(header_int(&out[8..], true, Field::Opaque), Some(-2_000_000_123));
+        assert_eq!(header_int(&out[8..], true, Field::Code), Some(17));
     }
 }

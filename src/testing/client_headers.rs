@@ -4,8 +4,8 @@
 
 use bytes::BufMut;
 
-/// A client family's request header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A client family's request header (also the load generator's `--header` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ClientHeader {
     /// The Java client (4.x and 5.x): fastjson, keys in alphabetical order, `serializeTypeCurrentRPC` from
     /// its getter, nulls left out (apache/rocketmq `RemotingCommand`, `RemotingSerializable`).
