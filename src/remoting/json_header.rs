@@ -15,9 +15,9 @@ use crate::protocol::lenient::parse_java_long;
 /// Deeper values are refused (serde_json's default limit, which Java's fastjson also far exceeds).
 const MAX_DEPTH: usize = 128;
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+pub(super) struct Reader<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) pos: usize,
 }
 
 fn err(msg: impl Into<String>) -> HeaderError {
@@ -37,13 +37,15 @@ enum Value<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn skip_ws(&mut self) {
+    #[inline]
+    pub(super) fn skip_ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
             self.pos += 1;
         }
     }
 
-    fn peek(&mut self) -> Option<u8> {
+    #[inline]
+    pub(super) fn peek(&mut self) -> Option<u8> {
         self.skip_ws();
         self.bytes.get(self.pos).copied()
     }
@@ -177,9 +179,7 @@ impl<'a> Reader<'a> {
                     self.pos += 1;
                 }
                 let token = &self.bytes[start..self.pos];
-                let valid = matches!(token, b"true" | b"false" | b"null")
-                    || (!token.is_empty() && token.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b)));
-                if !valid {
+                if !is_scalar_token(token) {
                     return Err(err(format!("invalid token {:?}", String::from_utf8_lossy(token))));
                 }
             }
@@ -211,24 +211,40 @@ impl<'a> Reader<'a> {
     /// An `int` value: digits straight from the text, or anything else through the lenient path.
     fn int(&mut self, field: &str) -> Result<i32, HeaderError> {
         self.skip_ws();
-        let start = self.pos;
-        let mut end = start;
-        if self.bytes.get(end) == Some(&b'-') {
-            end += 1;
-        }
-        let digits_start = end;
-        while self.bytes.get(end).is_some_and(u8::is_ascii_digit) {
-            end += 1;
-        }
-        let digits = end - digits_start;
-        let next = self.bytes.get(end).copied();
-        if digits > 0 && digits <= 9 && matches!(next, Some(b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r') | None) {
-            let magnitude = self.bytes[digits_start..end].iter().fold(0i64, |n, d| n * 10 + (d - b'0') as i64);
+        if let Some((n, end)) = plain_int(self.bytes, self.pos) {
             self.pos = end;
-            return Ok(if digits_start > start { -magnitude } else { magnitude } as i32);
+            return Ok(n);
         }
         int_field(self.value()?, field)
     }
+}
+
+/// Whether a bare token is `true`, `false`, `null` or number-like, as far as a value nobody reads needs
+/// checking (both readers skip such values).
+pub(super) fn is_scalar_token(token: &[u8]) -> bool {
+    matches!(token, b"true" | b"false" | b"null")
+        || (!token.is_empty() && token.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b)))
+}
+
+/// An int written as plain digits at `start` (optionally negative, up to ten digits) and followed by a
+/// delimiter: its value and where it ends. `None` for anything else, a value outside int range included,
+/// which the general reader's lenient path then reads or refuses.
+pub(super) fn plain_int(bytes: &[u8], start: usize) -> Option<(i32, usize)> {
+    let negative = bytes.get(start) == Some(&b'-');
+    let digits_start = start + negative as usize;
+    let mut end = digits_start;
+    let mut n: i64 = 0;
+    while let Some(&d) = bytes.get(end) {
+        if !d.is_ascii_digit() || end - digits_start == 10 {
+            break;
+        }
+        n = n * 10 + (d - b'0') as i64;
+        end += 1;
+    }
+    if end == digits_start || !matches!(bytes.get(end), Some(b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r')) {
+        return None;
+    }
+    Some((i32::try_from(if negative { -n } else { n }).ok()?, end))
 }
 
 /// An `int` field: a number or a string holding one; null is 0.

@@ -12,6 +12,7 @@
 use compact_str::CompactString;
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
+use super::json_header::{Reader, is_scalar_token, plain_int};
 
 /// Bytes that end a plain string's fast scan: the closing quote, an escape, a control character.
 static STRING_STOP: [bool; 256] = {
@@ -38,34 +39,31 @@ enum Key {
     Other,
 }
 
+/// The general reader's cursor (its whitespace and peek are shared), with the header's text.
 struct Scan<'a> {
     /// The header, checked to be UTF-8 once, so that any slice between two quotes is text already.
     text: &'a str,
-    bytes: &'a [u8],
-    pos: usize,
+    r: Reader<'a>,
 }
 
 impl<'a> Scan<'a> {
     #[inline]
     fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
-            self.pos += 1;
-        }
+        self.r.skip_ws();
     }
 
     /// The next byte after any whitespace, consumed.
     #[inline]
     fn next(&mut self) -> Option<u8> {
         self.ws();
-        let b = *self.bytes.get(self.pos)?;
-        self.pos += 1;
+        let b = *self.r.bytes.get(self.r.pos)?;
+        self.r.pos += 1;
         Some(b)
     }
 
     #[inline]
     fn peek(&mut self) -> Option<u8> {
-        self.ws();
-        self.bytes.get(self.pos).copied()
+        self.r.peek()
     }
 
     /// A string without escapes or control characters, its opening quote next.
@@ -74,31 +72,31 @@ impl<'a> Scan<'a> {
         if self.next()? != b'"' {
             return None;
         }
-        let start = self.pos;
+        let start = self.r.pos;
         let mut end = start;
-        while let Some(&b) = self.bytes.get(end) {
+        while let Some(&b) = self.r.bytes.get(end) {
             if STRING_STOP[b as usize] {
                 break;
             }
             end += 1;
         }
-        if self.bytes.get(end) != Some(&b'"') {
+        if self.r.bytes.get(end) != Some(&b'"') {
             return None;
         }
-        self.pos = end + 1;
-        Some(&self.bytes[start..end])
+        self.r.pos = end + 1;
+        Some(&self.r.bytes[start..end])
     }
 
     /// A key, known ones matched whole with their quotes and colon (one comparison instead of a scan).
     #[inline]
     fn key(&mut self) -> Option<Key> {
         self.ws();
-        let rest = &self.bytes[self.pos..];
+        let rest = &self.r.bytes[self.r.pos..];
         // Each literal has a constant length, so the comparison is a few loads, not a memcmp call.
         macro_rules! known {
             ($key:expr, $text:literal) => {
                 if rest.starts_with($text) {
-                    self.pos += $text.len();
+                    self.r.pos += $text.len();
                     return Some($key);
                 }
             };
@@ -130,7 +128,7 @@ impl<'a> Scan<'a> {
     #[inline]
     fn plain_str(&mut self) -> Option<&'a str> {
         let len = self.plain_bytes()?.len();
-        let end = self.pos - 1;
+        let end = self.r.pos - 1;
         self.text.get(end - len..end)
     }
 
@@ -138,9 +136,9 @@ impl<'a> Scan<'a> {
     #[inline]
     fn null(&mut self) -> bool {
         self.ws();
-        let is_null = self.bytes[self.pos..].starts_with(b"null");
+        let is_null = self.r.bytes[self.r.pos..].starts_with(b"null");
         if is_null {
-            self.pos += 4;
+            self.r.pos += 4;
         }
         is_null
     }
@@ -149,22 +147,9 @@ impl<'a> Scan<'a> {
     #[inline]
     fn int(&mut self) -> Option<i32> {
         self.ws();
-        let negative = self.bytes.get(self.pos) == Some(&b'-');
-        let start = self.pos + negative as usize;
-        let mut end = start;
-        let mut n: i64 = 0;
-        while let Some(&d) = self.bytes.get(end) {
-            if !d.is_ascii_digit() || end - start == 10 {
-                break;
-            }
-            n = n * 10 + (d - b'0') as i64;
-            end += 1;
-        }
-        if end == start || !matches!(self.bytes.get(end), Some(b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r')) {
-            return None;
-        }
-        self.pos = end;
-        i32::try_from(if negative { -n } else { n }).ok()
+        let (n, end) = plain_int(self.r.bytes, self.r.pos)?;
+        self.r.pos = end;
+        Some(n)
     }
 
     /// The value of a key nobody reads: a plain string, a number, `true`, `false` or `null`.
@@ -172,14 +157,10 @@ impl<'a> Scan<'a> {
         if self.peek()? == b'"' {
             return self.plain_bytes().map(drop);
         }
-        let rest = &self.bytes[self.pos..];
+        let rest = &self.r.bytes[self.r.pos..];
         let len = rest.iter().position(|b| matches!(b, b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r'))?;
-        let token = &rest[..len];
-        let valid = matches!(token, b"true" | b"false" | b"null")
-            || (token.first().is_some_and(|b| b.is_ascii_digit() || *b == b'-')
-                && token.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b)));
-        self.pos += len;
-        valid.then_some(())
+        self.r.pos += len;
+        is_scalar_token(&rest[..len]).then_some(())
     }
 
     /// A flat object of plain strings (null values left out, as the general reader does).
@@ -189,7 +170,7 @@ impl<'a> Scan<'a> {
         }
         let mut ext = ExtFields::new();
         if self.peek()? == b'}' {
-            self.pos += 1;
+            self.r.pos += 1;
             return Some(ext);
         }
         loop {
@@ -211,7 +192,7 @@ impl<'a> Scan<'a> {
 
 /// The command a plain header holds, or `None` to leave it to the general reader.
 pub(super) fn decode_plain(header: &[u8]) -> Option<RemotingCommand> {
-    let mut s = Scan { text: std::str::from_utf8(header).ok()?, bytes: header, pos: 0 };
+    let mut s = Scan { text: std::str::from_utf8(header).ok()?, r: Reader { bytes: header, pos: 0 } };
     let mut cmd = RemotingCommand::response(0, None);
     cmd.language = None;
     cmd.version = 0;
@@ -220,7 +201,7 @@ pub(super) fn decode_plain(header: &[u8]) -> Option<RemotingCommand> {
         return None;
     }
     if s.peek()? == b'}' {
-        s.pos += 1;
+        s.r.pos += 1;
     } else {
         loop {
             match s.key()? {
@@ -241,5 +222,5 @@ pub(super) fn decode_plain(header: &[u8]) -> Option<RemotingCommand> {
         }
     }
     s.ws();
-    (s.pos == header.len()).then_some(cmd)
+    (s.r.pos == header.len()).then_some(cmd)
 }
