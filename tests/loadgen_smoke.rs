@@ -13,11 +13,9 @@ fn loadgen() -> Command {
 /// Runs `loadgen run` and returns its JSON summary, asserting that every reply was verified.
 fn run(addr: &str, extra: &[&str]) -> serde_json::Value {
     let topics: &[&str] = if extra.contains(&"--topics") { &[] } else { &["--topics", "50"] };
-    let duration: &[&str] = if extra.contains(&"--duration") { &[] } else { &["--duration", "1"] };
     let out = loadgen()
-        .args(["run", "--addr", addr, "--brokers", "2", "--warmup", "0"])
+        .args(["run", "--addr", addr, "--brokers", "2", "--duration", "1", "--warmup", "0"])
         .args(topics)
-        .args(duration)
         .args(extra)
         .output()
         .expect("run the load generator");
@@ -42,7 +40,7 @@ fn load_generator_against_rocketns_and_echo() {
     assert!(churn["registrations"].as_u64().unwrap() > 0, "{churn}");
     // Every client family's header, with opaques that pass ten digits and wrap to negative within the run.
     for header in ["java", "go", "rust", "cpp", "node", "binary"] {
-        let summary = run(&addr, &["--header", header, "--opaque-start", "2147483600", "--duration", "0.3"]);
+        let summary = run(&addr, &["--header", header, "--opaque-start", "2147483600"]);
         assert_eq!(summary["header"], header);
     }
     // A start-up storm: every request of every new connection answered.
