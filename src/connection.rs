@@ -2,94 +2,22 @@
 //!
 //! All frames that arrived together are processed before the replies are written, together in one write.
 
-use std::collections::VecDeque;
-use std::io::IoSlice;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
 use crate::frame_budget::{FrameBudget, LARGE_FRAME, LargeFrameError, Reservation};
 use crate::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
-use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, announced_frame_len, decode_command};
+use crate::remoting::{FrameDecoder, OutQueue, announced_frame_len, decode_command};
 use crate::route::ConnId;
 use crate::state::ServerState;
 
 const READ_BUFFER: usize = 8 * 1024;
 const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
-/// At most this many buffers go into one vectored write.
-const MAX_IOVECS: usize = 64;
-
-/// Replies waiting to be written. A reply is copied into one contiguous buffer with the others of its batch
-/// (a route body is about a kilobyte: the copy costs far less than a slice of a vectored write, which the
-/// kernel walks and copies anyway); a body over `COPY_LIMIT` (a large cluster info or topic list) goes out as
-/// its own slice, straight from the snapshot's shared bytes. (Reached from outside only through `testing`,
-/// by the load generator's rocketns-shaped echo server, which writes exactly as rocketns does.)
-pub struct OutQueue {
-    serialize_type: SerializeType,
-    chunks: VecDeque<Bytes>,
-    scratch: BytesMut,
-}
-
-/// Bodies up to this size are copied into the write buffer.
-const COPY_LIMIT: usize = 16 * 1024;
-/// A write buffer grown past this by a large batch is not kept for the next one.
-const MAX_IDLE_WRITE_BUFFER: usize = 64 * 1024;
-
-impl OutQueue {
-    pub fn new(serialize_type: SerializeType) -> Self {
-        OutQueue { serialize_type, chunks: VecDeque::new(), scratch: BytesMut::new() }
-    }
-
-    pub fn push(&mut self, resp: &RemotingCommand) {
-        resp.encode_head(self.serialize_type, &mut self.scratch);
-        let parts = [&resp.body_prefix, &resp.body];
-        if resp.body_len() <= COPY_LIMIT {
-            for part in parts {
-                self.scratch.extend_from_slice(part);
-            }
-        } else {
-            self.chunks.push_back(self.scratch.split().freeze());
-            self.chunks.extend(parts.into_iter().filter(|p| !p.is_empty()).cloned());
-        }
-    }
-
-    pub async fn flush<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
-        if self.chunks.is_empty() {
-            // The common case: one buffer, one write, and the buffer kept for the next batch.
-            let result = stream.write_all(&self.scratch).await;
-            self.scratch.clear();
-            if self.scratch.capacity() > MAX_IDLE_WRITE_BUFFER {
-                self.scratch = BytesMut::new();
-            }
-            return result;
-        }
-        if !self.scratch.is_empty() {
-            self.chunks.push_back(self.scratch.split().freeze());
-        }
-        while !self.chunks.is_empty() {
-            let slices: Vec<IoSlice<'_>> = self.chunks.iter().take(MAX_IOVECS).map(|c| IoSlice::new(c)).collect();
-            let mut written = stream.write_vectored(&slices).await?;
-            if written == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            while written > 0 {
-                let Some(front) = self.chunks.front_mut() else { break };
-                if written >= front.len() {
-                    written -= front.len();
-                    self.chunks.pop_front();
-                } else {
-                    front.advance(written);
-                    written = 0;
-                }
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Over plain TCP or TLS (`tls.server.mode`).
 pub struct Connection<S> {
@@ -174,18 +102,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
                 let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
                 let started = sampled.then(std::time::Instant::now);
-                let resp = crate::processor::dispatch(&self.state, &mut cmd, self.id).await;
+                let code = crate::processor::dispatch(&self.state, &mut cmd, self.id, &mut out).await;
                 drop(room);
                 if let Some(started) = started {
                     self.state.metrics.record_lookup_latency(started.elapsed());
                 }
-                tally.record(cmd.code, resp.code == response::SUCCESS);
-                if !self.registered_broker && cmd.code == request::REGISTER_BROKER && resp.code == response::SUCCESS {
+                tally.record(cmd.code, code == response::SUCCESS);
+                if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
                     self.registered_broker = true;
-                }
-                tracing::trace!(conn = self.id, code = resp.code, remark = ?resp.remark, "reply");
-                if !cmd.is_oneway() {
-                    out.push(&resp);
                 }
             }
             tally.flush(&self.state.metrics);

@@ -12,8 +12,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use rocketns::json::JsonStyle;
 use rocketns::protocol::route_data::TopicRouteParts;
 use rocketns::protocol::{BrokerData, QueueData};
-use rocketns::remoting::{RemotingCommand, SerializeType};
-use rocketns::testing::OutQueue;
+use rocketns::remoting::{OutQueue, RemotingCommand, SerializeType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Decoder;
@@ -81,7 +80,7 @@ impl PlainReply {
         let mut reply = RemotingCommand::response(0, None);
         reply.opaque = MARK;
         let mut head = BytesMut::new();
-        reply.encode_head(SerializeType::Json, &mut head);
+        reply.encode_head(SerializeType::Json, reply.body.len(), &mut head);
         // The JSON header starts after the frame length and the header length.
         let header = &head[8..];
         let mark = MARK.to_string();

@@ -11,27 +11,46 @@ use crate::config::NamesrvConfig;
 use crate::error::RequestError;
 use crate::protocol::codes::{request, response, version};
 use crate::protocol::lenient;
-use crate::remoting::RemotingCommand;
+use crate::remoting::{OutQueue, RemotingCommand};
 use crate::route::{ConnId, RouteConfig};
 use crate::state::ServerState;
 
-/// Handles one request and returns the reply (its `opaque` already copied). The caller drops the reply of a
-/// oneway request. A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed.
-pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, conn: ConnId) -> RemotingCommand {
+/// Answers one request: the reply goes into `out`, unless the request is oneway. Returns the reply's code.
+/// A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed.
+pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, conn: ConnId, out: &mut OutQueue) -> i32 {
+    let mut resp = match answer(state, req, conn, out).await {
+        Ok(Some(resp)) => resp,
+        Ok(None) => return response::SUCCESS,
+        Err(e) => {
+            tracing::debug!(code = req.code, error = %e, "request failed");
+            e.to_response(req.code)
+        }
+    };
+    resp.opaque = req.opaque;
+    tracing::trace!(conn, code = resp.code, remark = ?resp.remark, "reply");
+    if !req.is_oneway() {
+        out.push(&resp);
+    }
+    resp.code
+}
+
+/// The reply to `req`, or `None` when the handler has put a successful reply into `out` itself.
+async fn answer(
+    state: &ServerState,
+    req: &mut RemotingCommand,
+    conn: ConnId,
+    out: &mut OutQueue,
+) -> Result<Option<RemotingCommand>, RequestError> {
     // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
     if req.version > version::V5_3_1 && state.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
-        let mut resp = RemotingCommand::response(response::GO_AWAY, Some("please go away".into()));
-        resp.opaque = req.opaque;
-        return resp;
+        return Ok(Some(RemotingCommand::response(response::GO_AWAY, Some("please go away".into()))));
     }
     if let Some(Err(denied)) = state.access_control.as_ref().map(|acl| acl.check(req)) {
         tracing::warn!(code = req.code, reason = %denied, "request refused by access control");
-        let mut resp = RequestError::from(denied).to_response(req.code);
-        resp.opaque = req.opaque;
-        return resp;
+        return Err(denied.into());
     }
-    let result = match req.code {
-        request::GET_ROUTEINFO_BY_TOPIC => query::get_route_info_by_topic(state, req),
+    let resp = match req.code {
+        request::GET_ROUTEINFO_BY_TOPIC => return query::answer_route_info(state, req, out).map(|()| None),
         request::GET_BROKER_CLUSTER_INFO => Ok(query::get_broker_cluster_info(state)),
         request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => query::get_all_topic_list(state),
         request::GET_TOPICS_BY_CLUSTER => query::get_topics_by_cluster(state, req),
@@ -58,13 +77,8 @@ pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, conn: Conn
         request::UPDATE_NAMESRV_CONFIG => namesrv_config::update_config(state, req).await,
         request::GET_NAMESRV_CONFIG => Ok(namesrv_config::get_config(state)),
         other => Err(RequestError::NotSupported(other)),
-    };
-    let mut resp = result.unwrap_or_else(|e| {
-        tracing::debug!(code = req.code, error = %e, "request failed");
-        e.to_response(req.code)
-    });
-    resp.opaque = req.opaque;
-    resp
+    }?;
+    Ok(Some(resp))
 }
 
 /// The route switches of a configuration.

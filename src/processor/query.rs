@@ -1,6 +1,6 @@
 //! Route reads: GET_ROUTEINFO_BY_TOPIC, cluster info, topic lists, broker member groups.
 //!
-//! None of them locks, and a route lookup encodes nothing: it loads the current snapshot and shares its bytes.
+//! None of them locks, and a route lookup encodes nothing: it loads the current snapshot and copies its bytes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use crate::error::RequestError;
 use crate::json::{self, JsonStyle};
 use crate::protocol::codes::{request, response, version};
 use crate::protocol::route_data::write_broker_addrs;
-use crate::remoting::RemotingCommand;
+use crate::remoting::{OutQueue, RemotingCommand};
 use crate::route::encode::encode_route_for_zone;
 use crate::route::snapshot::encode_topic_list;
 use crate::state::ServerState;
@@ -38,21 +38,34 @@ fn requested_zone(req: &RemotingCommand) -> Option<&str> {
     req.ext("__ZONE_NAME").filter(|z| !z.trim().is_empty())
 }
 
-pub(super) fn get_route_info_by_topic(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+/// GET_ROUTEINFO_BY_TOPIC. The body is copied into `out` from the snapshot while it is held (see
+/// `OutQueue::push_with_body`); a zone's route is encoded for the request.
+pub(super) fn answer_route_info(
+    p: &ServerState,
+    req: &RemotingCommand,
+    out: &mut OutQueue,
+) -> Result<(), RequestError> {
     if p.waiting_for_service() {
         return Err(RequestError::NotReady);
     }
     let topic = req.ext("topic");
     let snapshot = p.routes.snapshot.load();
-    let body = topic.and_then(|t| match requested_zone(req) {
-        None => snapshot.route_body(t, route_style(req)),
-        Some(zone) => encode_route_for_zone(&snapshot, t, zone),
-    });
+    let zone_route;
+    let body = match (topic, requested_zone(req)) {
+        (Some(t), None) => snapshot.route_body(t, route_style(req)),
+        (Some(t), Some(zone)) => {
+            zone_route = encode_route_for_zone(&snapshot, t, zone);
+            zone_route.as_ref()
+        }
+        (None, _) => None,
+    };
     let body = body.ok_or_else(|| RequestError::TopicNotExist(topic.unwrap_or("null").to_string()))?;
-    let mut resp = success();
-    resp.body_prefix = body.shared;
-    resp.body = body.own;
-    Ok(resp)
+    if !req.is_oneway() {
+        let mut resp = success();
+        resp.opaque = req.opaque;
+        out.push_with_body(&resp, &[&body.shared, &body.own]);
+    }
+    Ok(())
 }
 
 pub(super) fn get_broker_cluster_info(p: &ServerState) -> RemotingCommand {

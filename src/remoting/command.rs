@@ -148,10 +148,6 @@ pub struct RemotingCommand {
     pub remark: Option<String>,
     /// `None` omits `extFields`; `Some` of an empty map writes `{}` as Java does when a header class is set.
     pub ext_fields: Option<ExtFields>,
-    /// The body on the wire is `body_prefix` followed by `body`: a route reply sends the part shared by
-    /// every topic on the same brokers, then the topic's own part, both without a copy. Empty for
-    /// everything else, and always empty in decoded commands.
-    pub body_prefix: Bytes,
     pub body: Bytes,
 }
 
@@ -166,7 +162,6 @@ impl RemotingCommand {
             flag: 0,
             remark: None,
             ext_fields: Some(ext_fields),
-            body_prefix: Bytes::new(),
             body: Bytes::new(),
         }
     }
@@ -181,7 +176,6 @@ impl RemotingCommand {
             flag: FLAG_RESPONSE,
             remark,
             ext_fields: None,
-            body_prefix: Bytes::new(),
             body: Bytes::new(),
         }
     }
@@ -200,17 +194,13 @@ impl RemotingCommand {
 
     /// Writes the whole frame (prefix, header, body) into `dst`.
     pub fn encode(&self, ty: SerializeType, dst: &mut BytesMut) {
-        self.encode_head(ty, dst);
-        dst.extend_from_slice(&self.body_prefix);
+        self.encode_head(ty, self.body.len(), dst);
         dst.extend_from_slice(&self.body);
     }
 
-    pub fn body_len(&self) -> usize {
-        self.body_prefix.len() + self.body.len()
-    }
-
-    /// Writes the frame prefix and header, leaving the body to the caller (which may send it without a copy).
-    pub fn encode_head(&self, ty: SerializeType, dst: &mut BytesMut) {
+    /// Writes the frame prefix and header of a frame whose body, `body_len` bytes, the caller writes next
+    /// (`self.body`, or a body the command does not hold).
+    pub fn encode_head(&self, ty: SerializeType, body_len: usize, dst: &mut BytesMut) {
         let start = dst.len();
         dst.put_bytes(0, 8);
         match ty {
@@ -218,7 +208,7 @@ impl RemotingCommand {
             SerializeType::RocketMq => self.write_binary_header(dst),
         }
         let header_len = dst.len() - start - 8;
-        dst[start..start + 8].copy_from_slice(&frame_prefix(ty, header_len, self.body_len()));
+        dst[start..start + 8].copy_from_slice(&frame_prefix(ty, header_len, body_len));
     }
 
     /// The JSON header exactly as fastjson writes a `RemotingCommand`: alphabetical, nulls omitted.
@@ -295,7 +285,6 @@ mod tests {
             flag: FLAG_RESPONSE,
             remark: None,
             ext_fields: None,
-            body_prefix: Bytes::new(),
             body: Bytes::new(),
         }
     }

@@ -88,17 +88,7 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, HeaderErro
         }
         Some(ext)
     };
-    Ok(RemotingCommand {
-        code,
-        language,
-        version,
-        opaque,
-        flag,
-        remark,
-        ext_fields,
-        body_prefix: Bytes::new(),
-        body: Bytes::new(),
-    })
+    Ok(RemotingCommand { code, language, version, opaque, flag, remark, ext_fields, body: Bytes::new() })
 }
 
 #[cfg(test)]

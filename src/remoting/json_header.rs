@@ -318,7 +318,6 @@ pub fn decode_general(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
         flag: 0,
         remark: None,
         ext_fields: None,
-        body_prefix: bytes::Bytes::new(),
         body: bytes::Bytes::new(),
     };
     r.expect(b'{')?;

@@ -1,11 +1,13 @@
-//! The RocketMQ remoting protocol: frames, command headers in both encodings.
+//! The RocketMQ remoting protocol: frames, command headers in both encodings, and the queue of replies.
 
 pub mod command;
 pub mod decode;
 pub mod frame;
 mod json_header;
 mod json_header_plain;
+mod out_queue;
 
 pub use command::{ExtFields, LanguageCode, RemotingCommand};
 pub use decode::{HeaderError, decode_command};
 pub use frame::{FrameDecoder, FrameError, RawFrame, SerializeType, announced_frame_len};
+pub use out_queue::OutQueue;

@@ -39,7 +39,7 @@ pub struct RouteBody {
 }
 
 impl RouteBody {
-    /// The body in one piece (for tests and tools; replies send the two parts as they are).
+    /// The body in one piece (for tests and tools; replies copy the two parts into the write buffer).
     pub fn to_vec(&self) -> Vec<u8> {
         [&self.shared[..], &self.own[..]].concat()
     }
@@ -111,12 +111,12 @@ impl RouteSnapshot {
         self.topics.get(topic)
     }
 
-    /// The GET_ROUTEINFO_BY_TOPIC body, shared, or `None` for TOPIC_NOT_EXIST.
-    pub fn route_body(&self, topic: &str, style: JsonStyle) -> Option<RouteBody> {
+    /// The GET_ROUTEINFO_BY_TOPIC body, or `None` for TOPIC_NOT_EXIST.
+    pub fn route_body(&self, topic: &str, style: JsonStyle) -> Option<&RouteBody> {
         let encoded = self.topics.get(topic)?.encoded.as_ref()?;
         Some(match style {
-            JsonStyle::Fastjson => encoded.fastjson.clone(),
-            JsonStyle::Standard => encoded.standard.clone(),
+            JsonStyle::Fastjson => &encoded.fastjson,
+            JsonStyle::Standard => &encoded.standard,
         })
     }
 

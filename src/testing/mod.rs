@@ -1,10 +1,8 @@
 //! For tests, benches and the load generator, not used by the server: what a broker sends, built the way a
-//! 5.x broker builds it (REGISTER_BROKER bodies, JSON and compressed), and a decoded registration; and the
-//! connection's reply queue, which the load generator's rocketns-shaped echo server writes with.
+//! 5.x broker builds it (REGISTER_BROKER bodies, JSON and compressed), and a decoded registration.
 
 pub mod client_headers;
 
-pub use crate::connection::OutQueue;
 use crate::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use crate::route::BrokerRegistration;
 

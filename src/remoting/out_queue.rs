@@ -1,0 +1,114 @@
+//! `OutQueue`: the replies a connection has yet to write, and how they are written.
+//!
+//! A reply is copied into one contiguous buffer with the others of its batch (a route body is about a
+//! kilobyte: the copy costs far less than a slice of a vectored write, which the kernel walks and copies
+//! anyway), and the batch goes out in one write. A body over `COPY_LIMIT` (a large cluster info or topic
+//! list) goes out as its own slice, straight from the snapshot's shared bytes.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::{RemotingCommand, SerializeType};
+
+pub struct OutQueue {
+    serialize_type: SerializeType,
+    chunks: VecDeque<Bytes>,
+    scratch: BytesMut,
+}
+
+/// Bodies up to this size are copied into the write buffer.
+const COPY_LIMIT: usize = 16 * 1024;
+/// A write buffer grown past this by a large batch is not kept for the next one.
+const MAX_IDLE_WRITE_BUFFER: usize = 64 * 1024;
+/// At most this many buffers go into one vectored write.
+const MAX_IOVECS: usize = 64;
+
+impl OutQueue {
+    /// Replies are written with `serialize_type`'s header (`rocketmq.serialize.type`), whatever the request's.
+    pub fn new(serialize_type: SerializeType) -> Self {
+        OutQueue { serialize_type, chunks: VecDeque::new(), scratch: BytesMut::new() }
+    }
+
+    pub fn push(&mut self, resp: &RemotingCommand) {
+        self.push_with_body(resp, &[&resp.body]);
+    }
+
+    /// Queues `resp`'s header followed by `body`, its parts in order, in place of `resp.body`. A route reply
+    /// passes the snapshot's bytes while it holds the snapshot: they are copied here, so no reply keeps a
+    /// reference to them, and their reference counts, which every connection asking for those brokers'
+    /// topics would write, are not touched.
+    pub fn push_with_body(&mut self, resp: &RemotingCommand, body: &[&Bytes]) {
+        let body_len = body.iter().map(|part| part.len()).sum();
+        resp.encode_head(self.serialize_type, body_len, &mut self.scratch);
+        if body_len <= COPY_LIMIT {
+            for part in body {
+                self.scratch.extend_from_slice(part);
+            }
+        } else {
+            self.chunks.push_back(self.scratch.split().freeze());
+            self.chunks.extend(body.iter().filter(|part| !part.is_empty()).map(|part| Bytes::clone(part)));
+        }
+    }
+
+    pub async fn flush<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
+        if self.chunks.is_empty() {
+            // The common case: one buffer, one write, and the buffer kept for the next batch.
+            let result = stream.write_all(&self.scratch).await;
+            self.scratch.clear();
+            if self.scratch.capacity() > MAX_IDLE_WRITE_BUFFER {
+                self.scratch = BytesMut::new();
+            }
+            return result;
+        }
+        if !self.scratch.is_empty() {
+            self.chunks.push_back(self.scratch.split().freeze());
+        }
+        while !self.chunks.is_empty() {
+            let slices: Vec<IoSlice<'_>> = self.chunks.iter().take(MAX_IOVECS).map(|c| IoSlice::new(c)).collect();
+            let mut written = stream.write_vectored(&slices).await?;
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            while written > 0 {
+                let Some(front) = self.chunks.front_mut() else { break };
+                if written >= front.len() {
+                    written -= front.len();
+                    self.chunks.pop_front();
+                } else {
+                    front.advance(written);
+                    written = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body in parts, small or large, reaches the peer as the one body its frame announces.
+    #[tokio::test]
+    async fn parts_are_written_as_one_body() {
+        for part_len in [3, COPY_LIMIT] {
+            let mut out = OutQueue::new(SerializeType::Json);
+            let (a, b) = (Bytes::from(vec![b'a'; part_len]), Bytes::from(vec![b'b'; 5]));
+            let mut resp = RemotingCommand::response(0, None);
+            resp.opaque = 7;
+            out.push_with_body(&resp, &[&a, &b]);
+            out.push(&resp);
+            let mut written = Vec::new();
+            out.flush(&mut written).await.expect("a Vec takes every byte");
+            let mut expected = BytesMut::new();
+            resp.body = Bytes::from([&a[..], &b[..]].concat());
+            resp.encode(SerializeType::Json, &mut expected);
+            resp.body = Bytes::new();
+            resp.encode(SerializeType::Json, &mut expected);
+            assert_eq!(written, expected);
+        }
+    }
+}
