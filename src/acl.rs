@@ -158,9 +158,9 @@ mod tests {
     #[test]
     fn a_repeated_key_counts_once_with_its_last_value() {
         let mut repeated = ExtFields::new();
-        repeated.push("topic".into(), "first".into());
-        repeated.push("topic".into(), "T".into());
-        repeated.push(ACCESS_KEY.into(), "ak".into());
+        repeated.push("topic", "first");
+        repeated.push("topic", "T");
+        repeated.push(ACCESS_KEY, "ak");
         assert_eq!(signature("sk", &repeated, b""), signature("sk", &ext(&[("topic", "T"), (ACCESS_KEY, "ak")]), b""));
         repeated.insert("topic", "U");
         assert_eq!(repeated.get("topic"), Some("U"));

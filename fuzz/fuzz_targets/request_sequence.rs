@@ -11,9 +11,9 @@ use libfuzzer_sys::fuzz_target;
 use rocketns::NamesrvConfig;
 use rocketns::json::JsonStyle;
 use rocketns::kvconfig::KvConfigStore;
-use rocketns::state::ServerState;
 use rocketns::remoting::{FrameDecoder, decode_command};
 use rocketns::route::{RouteMutation, RouteSnapshot, route_table};
+use rocketns::state::ServerState;
 use tokio_util::codec::Decoder;
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -1,7 +1,6 @@
 //! `RemotingCommand`: the header every request and response carries, and how it is written in both encodings.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use compact_str::CompactString;
 use smallvec::SmallVec;
 
 use super::frame::{SerializeType, frame_prefix};
@@ -69,10 +68,31 @@ impl LanguageCode {
 /// The `extFields` map: custom header fields, all values as strings.
 ///
 /// Kept as a list because a request has a handful of fields; on a repeated key the last one wins, as when
-/// Java fills its `HashMap`. A typical request's fields (a few, short) live inline: decoding a route query
-/// allocates nothing for them.
+/// Java fills its `HashMap`. A decoded header's fields are spans of the frame's own bytes, which the map
+/// then holds (`attach_frame`): reading a request copies no field and allocates nothing for them, however
+/// long its topic name. Fields written here (built, unescaped or replaced) are copied into `own`.
 #[derive(Debug, Clone, Default)]
-pub struct ExtFields(SmallVec<[(CompactString, CompactString); 2]>);
+pub struct ExtFields {
+    frame: Bytes,
+    own: String,
+    fields: SmallVec<[Field; 4]>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Field {
+    key: Span,
+    value: Span,
+}
+
+/// `len` bytes at `at` of the frame, or of `own` when `at` has `IN_OWN` set. A header is at most 16 MiB (its
+/// length has 24 bits), so a frame offset never reaches that bit.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    at: u32,
+    len: u32,
+}
+
+const IN_OWN: u32 = 1 << 31;
 
 /// Two maps are equal when they hold the same fields, in whatever order.
 impl PartialEq for ExtFields {
@@ -85,38 +105,75 @@ impl Eq for ExtFields {}
 
 impl ExtFields {
     pub fn new() -> Self {
-        ExtFields(SmallVec::new())
+        ExtFields::default()
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        let field = self.fields.iter().rev().find(|f| self.bytes(f.key) == key.as_bytes())?;
+        Some(self.text(field.value))
     }
 
     /// Adds or replaces a field (the one `get` reads, when a decoded header repeated the key).
-    pub fn insert(&mut self, key: impl Into<CompactString>, value: impl Into<CompactString>) {
-        let key = key.into();
-        let value = value.into();
-        match self.0.iter_mut().rev().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = value,
-            None => self.0.push((key, value)),
+    pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let value = self.append(value);
+        match self.fields.iter().rposition(|f| self.bytes(f.key) == key.as_bytes()) {
+            Some(at) => self.fields[at].value = value,
+            None => {
+                let key = self.append(key);
+                self.fields.push(Field { key, value });
+            }
         }
     }
 
     /// Appends without looking for an earlier value: for decoders, where `get` already prefers the last.
-    pub(crate) fn push(&mut self, key: CompactString, value: CompactString) {
-        self.0.push((key, value));
+    pub(crate) fn push(&mut self, key: &str, value: &str) {
+        let (key, value) = (self.append(key), self.append(value));
+        self.fields.push(Field { key, value });
+    }
+
+    /// Appends a field that is the `key` and `value` ranges of the header being decoded, which must be UTF-8
+    /// and start and end there at ASCII delimiters; `attach_frame` then gives the map that header.
+    pub(crate) fn push_frame_span(&mut self, key: std::ops::Range<usize>, value: std::ops::Range<usize>) {
+        let span = |r: std::ops::Range<usize>| Span { at: r.start as u32 & !IN_OWN, len: r.len() as u32 };
+        self.fields.push(Field { key: span(key), value: span(value) });
+    }
+
+    /// Gives the map the header its `push_frame_span` fields are ranges of.
+    pub(crate) fn attach_frame(&mut self, header: Bytes) {
+        self.frame = header;
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.fields.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.fields.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.fields.iter().map(|f| (self.text(f.key), self.text(f.value)))
+    }
+
+    fn append(&mut self, text: &str) -> Span {
+        let span = Span { at: self.own.len() as u32 | IN_OWN, len: text.len() as u32 };
+        self.own.push_str(text);
+        span
+    }
+
+    /// The bytes of a span; empty if they are not there (a span of a header that was never attached).
+    fn bytes(&self, span: Span) -> &[u8] {
+        let (text, at) = match span.at & IN_OWN {
+            0 => (&self.frame[..], span.at),
+            _ => (self.own.as_bytes(), span.at & !IN_OWN),
+        };
+        text.get(at as usize..at as usize + span.len as usize).unwrap_or_default()
+    }
+
+    /// A span as text: every span is UTF-8 (own text is a `String`, frame spans are checked when decoded).
+    fn text(&self, span: Span) -> &str {
+        std::str::from_utf8(self.bytes(span)).unwrap_or_default()
     }
 
     /// Fields sorted by key, so that written headers are deterministic.
@@ -127,7 +184,7 @@ impl ExtFields {
     }
 }
 
-impl<K: Into<CompactString>, V: Into<CompactString>> FromIterator<(K, V)> for ExtFields {
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for ExtFields {
     fn from_iter<T: IntoIterator<Item = (K, V)>>(iter: T) -> Self {
         let mut e = ExtFields::new();
         for (k, v) in iter {
@@ -315,6 +372,20 @@ mod tests {
         let mut out = Vec::new();
         response(1).write_binary_header(&mut out);
         assert_eq!(out, [0, 0, 0, 0x01, 0xdf, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    /// Fields read from a frame and fields written here live side by side; a replaced value is the new one.
+    #[test]
+    fn frame_fields_and_written_fields_mix() {
+        let mut ext = ExtFields::new();
+        ext.push_frame_span(0..5, 6..36);
+        ext.attach_frame(Bytes::from_static(b"topic=a-topic-name-over-24-bytes-long"));
+        assert_eq!(ext.get("topic"), Some("a-topic-name-over-24-bytes-lon"));
+        ext.insert("k", "v");
+        ext.insert("topic", "T");
+        assert_eq!(ext.iter().collect::<Vec<_>>(), [("topic", "T"), ("k", "v")]);
+        assert_eq!(ext, [("k", "v"), ("topic", "T")].into_iter().collect());
+        assert_eq!(ext.get("absent"), None);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Decoding of request headers, JSON (`T = 0`) and ROCKETMQ binary (`T = 1`), as leniently as Java does.
 
+use std::ops::Range;
+
 use bytes::Bytes;
-use compact_str::CompactString;
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::frame::{RawFrame, SerializeType};
+use super::json_header::decode_json_frame;
 pub use super::json_header::{decode_general, decode_json_header};
 
 /// A header that cannot be decoded; like Java, the connection is then closed without a reply.
@@ -18,27 +20,30 @@ pub enum HeaderError {
     NegativeLength(&'static str),
 }
 
-/// Turns a frame into a command; the body is shared, not copied.
+/// Turns a frame into a command; the body and the header's field text are shared, not copied.
 pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
     let mut cmd = match frame.serialize_type {
-        SerializeType::Json => decode_json_header(&frame.header)?,
-        SerializeType::RocketMq => decode_binary_header(&frame.header)?,
+        SerializeType::Json => decode_json_frame(frame.header)?,
+        SerializeType::RocketMq => decode_binary_frame(frame.header)?,
     };
     cmd.body = frame.body;
     Ok(cmd)
 }
 
 /// A cursor over a binary header; every read checks the length first.
-struct Cursor<'a>(&'a [u8]);
+struct Cursor<'a> {
+    header: &'a [u8],
+    pos: usize,
+}
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, len: usize, field: &'static str) -> Result<&'a [u8], HeaderError> {
-        if self.0.len() < len {
+        let rest = &self.header[self.pos..];
+        if rest.len() < len {
             return Err(HeaderError::Truncated(field));
         }
-        let (head, rest) = self.0.split_at(len);
-        self.0 = rest;
-        Ok(head)
+        self.pos += len;
+        Ok(&rest[..len])
     }
 
     fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], HeaderError> {
@@ -48,20 +53,27 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
 
-    /// `len` bytes as text; Java decodes with replacement characters, so invalid UTF-8 is not fatal, and a
-    /// zero-length string is null in Java's binary decoder.
-    fn string(&mut self, len: i64, field: &'static str) -> Result<Option<CompactString>, HeaderError> {
+    /// Where `len` bytes of text are; a zero-length string is null in Java's binary decoder.
+    fn string(&mut self, len: i64, field: &'static str) -> Result<Option<Range<usize>>, HeaderError> {
         let len = usize::try_from(len).map_err(|_| HeaderError::NegativeLength(field))?;
-        let bytes = self.take(len, field)?;
-        Ok((len > 0).then(|| match std::str::from_utf8(bytes) {
-            Ok(text) => CompactString::from(text),
-            Err(_) => CompactString::from(String::from_utf8_lossy(bytes)),
-        }))
+        let start = self.pos;
+        self.take(len, field)?;
+        Ok((len > 0).then_some(start..start + len))
     }
 }
 
+/// Java decodes binary header strings with replacement characters, so invalid UTF-8 is not fatal.
+fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
 pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
-    let mut buf = Cursor(header);
+    decode_binary_frame(Bytes::copy_from_slice(header))
+}
+
+/// `decode_binary_header` of a frame's header, whose bytes the command's fields then share.
+fn decode_binary_frame(header: Bytes) -> Result<RemotingCommand, HeaderError> {
+    let mut buf = Cursor { header: &header, pos: 0 };
     let fixed: [u8; 17] = buf.array("fixed fields")?;
     let code = i16::from_be_bytes([fixed[0], fixed[1]]) as i32;
     let language = LanguageCode::from_code(fixed[2]);
@@ -69,26 +81,34 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, HeaderErro
     let opaque = i32::from_be_bytes([fixed[5], fixed[6], fixed[7], fixed[8]]);
     let flag = i32::from_be_bytes([fixed[9], fixed[10], fixed[11], fixed[12]]);
     let remark_len = i32::from_be_bytes([fixed[13], fixed[14], fixed[15], fixed[16]]) as i64;
-    let remark = buf.string(remark_len, "remark")?.map(String::from);
+    let remark = buf.string(remark_len, "remark")?.map(|r| lossy(&header[r]).into_owned());
     let ext_len = i32::from_be_bytes(buf.array("extFields length")?);
     let ext_len = usize::try_from(ext_len).map_err(|_| HeaderError::NegativeLength("extFields"))?;
-    let mut map = Cursor(buf.take(ext_len, "extFields")?);
+    let map_start = buf.pos;
+    buf.take(ext_len, "extFields")?;
+    let mut map = Cursor { header: &header[..map_start + ext_len], pos: map_start };
     let ext_fields = if ext_len == 0 {
         None
     } else {
         let mut ext = ExtFields::new();
-        while !map.0.is_empty() {
+        while map.pos < map.header.len() {
             let key_len = i16::from_be_bytes(map.array("extFields key length")?) as i64;
             let key = map.string(key_len, "extFields key")?;
             let val_len = i32::from_be_bytes(map.array("extFields value length")?) as i64;
             let value = map.string(val_len, "extFields value")?;
-            if let (Some(k), Some(v)) = (key, value) {
-                ext.push(k, v);
+            let (Some(key), Some(value)) = (key, value) else { continue };
+            match (std::str::from_utf8(&header[key.clone()]), std::str::from_utf8(&header[value.clone()])) {
+                (Ok(_), Ok(_)) => ext.push_frame_span(key, value),
+                _ => ext.push(&lossy(&header[key]), &lossy(&header[value])),
             }
         }
         Some(ext)
     };
-    Ok(RemotingCommand { code, language, version, opaque, flag, remark, ext_fields, body: Bytes::new() })
+    let mut cmd = RemotingCommand { code, language, version, opaque, flag, remark, ext_fields, body: Bytes::new() };
+    if let Some(ext) = cmd.ext_fields.as_mut() {
+        ext.attach_frame(header);
+    }
+    Ok(cmd)
 }
 
 #[cfg(test)]
@@ -108,6 +128,19 @@ mod tests {
         assert_eq!(cmd.language, Some(LanguageCode::Java));
         assert_eq!(cmd.ext("topic"), Some("TopicTest"));
         assert_eq!(cmd.remark, None);
+    }
+
+    /// Invalid UTF-8 in a binary field is read with replacement characters, as Java's `new String` does.
+    #[test]
+    fn binary_invalid_utf8_is_replaced() {
+        let mut h = vec![0, 105, 0, 1, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+        let map = [&[0, 1, b'k', 0, 0, 0, 2, 0xff, b'v'][..], &[0, 5, b't', b'o', b'p', b'i', b'c', 0, 0, 0, 1, b'T']]
+            .concat();
+        h.extend_from_slice(&(map.len() as i32).to_be_bytes());
+        h.extend_from_slice(&map);
+        let cmd = decode_binary_header(&h).unwrap();
+        assert_eq!(cmd.ext("k"), Some("\u{fffd}v"));
+        assert_eq!(cmd.ext("topic"), Some("T"));
     }
 
     #[test]

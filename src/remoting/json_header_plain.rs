@@ -9,7 +9,9 @@
 //! int out of range, malformed text) makes it answer `None`, and the general reader in `json_header` then
 //! decides, so the two never differ on what a header means.
 
-use compact_str::CompactString;
+use std::ops::Range;
+
+use bytes::Bytes;
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::json_header::{Reader, is_scalar_token, plain_int};
@@ -66,9 +68,9 @@ impl<'a> Scan<'a> {
         self.r.peek()
     }
 
-    /// A string without escapes or control characters, its opening quote next.
+    /// Where the text of a string without escapes or control characters is, its opening quote next.
     #[inline]
-    fn plain_bytes(&mut self) -> Option<&'a [u8]> {
+    fn plain_range(&mut self) -> Option<Range<usize>> {
         if self.next()? != b'"' {
             return None;
         }
@@ -84,7 +86,13 @@ impl<'a> Scan<'a> {
             return None;
         }
         self.r.pos = end + 1;
-        Some(&self.r.bytes[start..end])
+        Some(start..end)
+    }
+
+    #[inline]
+    fn plain_bytes(&mut self) -> Option<&'a [u8]> {
+        let range = self.plain_range()?;
+        Some(&self.r.bytes[range])
     }
 
     /// A key, known ones matched whole with their quotes and colon (one comparison instead of a scan).
@@ -127,9 +135,8 @@ impl<'a> Scan<'a> {
 
     #[inline]
     fn plain_str(&mut self) -> Option<&'a str> {
-        let len = self.plain_bytes()?.len();
-        let end = self.r.pos - 1;
-        self.text.get(end - len..end)
+        let range = self.plain_range()?;
+        self.text.get(range)
     }
 
     /// `null`, consumed, or nothing consumed.
@@ -174,12 +181,12 @@ impl<'a> Scan<'a> {
             return Some(ext);
         }
         loop {
-            let key = self.plain_str()?;
+            let key = self.plain_range()?;
             if self.next()? != b':' {
                 return None;
             }
             if !self.null() {
-                ext.push(CompactString::from(key), CompactString::from(self.plain_str()?));
+                ext.push_frame_span(key, self.plain_range()?);
             }
             match self.next()? {
                 b',' => {}
@@ -190,8 +197,21 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// The command a plain header holds, or `None` to leave it to the general reader.
-pub(super) fn decode_plain(header: &[u8]) -> Option<RemotingCommand> {
+/// The command a plain header holds, its fields sharing the header's bytes; or the header back, to leave it
+/// to the general reader.
+pub(super) fn decode_plain(header: Bytes) -> Result<RemotingCommand, Bytes> {
+    match scan(&header) {
+        Some(mut cmd) => {
+            if let Some(ext) = cmd.ext_fields.as_mut() {
+                ext.attach_frame(header);
+            }
+            Ok(cmd)
+        }
+        None => Err(header),
+    }
+}
+
+fn scan(header: &[u8]) -> Option<RemotingCommand> {
     let mut s = Scan { text: std::str::from_utf8(header).ok()?, r: Reader { bytes: header, pos: 0 } };
     let mut cmd = RemotingCommand::response(0, None);
     cmd.language = None;
