@@ -68,6 +68,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let mut out = OutQueue::new(self.state.config.load().reply_serialize_type());
         let mut tally = RequestTally::default();
         let mut large: Option<LargeFrame> = None;
+        // One timer for the connection, moved only when it fires early: arming and clearing a timer around
+        // every read cost about 3 % of a request when each read brings one (1,000 connections x 1).
+        let mut last_read = Instant::now();
+        let timer = tokio::time::sleep_until(last_read + self.idle_timeout);
+        tokio::pin!(timer);
         loop {
             loop {
                 let frame = match self.decoder.decode(&mut read_buf) {
@@ -125,12 +130,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 self.refuse_large_frame(&e);
                 return;
             }
-            let read_timeout = match &large {
-                Some(frame) => self.idle_timeout.min(frame.deadline.saturating_duration_since(Instant::now())),
-                None => self.idle_timeout,
+            if let Some(frame) = &large
+                && frame.deadline < timer.deadline()
+            {
+                timer.as_mut().reset(frame.deadline);
+            }
+            let read = loop {
+                tokio::select! {
+                    biased;
+                    read = self.stream.read_buf(&mut read_buf) => break Some(read),
+                    () = &mut timer => {
+                        let idle_at = last_read + self.idle_timeout;
+                        let deadline = large.as_ref().map_or(idle_at, |frame| frame.deadline.min(idle_at));
+                        if Instant::now() >= deadline {
+                            break None;
+                        }
+                        timer.as_mut().reset(deadline);
+                    }
+                }
             };
-            match tokio::time::timeout(read_timeout, self.stream.read_buf(&mut read_buf)).await {
-                Err(_) => {
+            match read {
+                None => {
                     if let Some(frame) = &large
                         && Instant::now() >= frame.deadline
                     {
@@ -141,14 +161,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     }
                     return;
                 }
-                Ok(Ok(0)) => {
+                Some(Ok(0)) => {
                     if !read_buf.is_empty() {
                         tracing::debug!(conn = self.id, pending = read_buf.len(), "peer closed mid-frame");
                     }
                     return;
                 }
-                Ok(Ok(_)) => {}
-                Ok(Err(_)) => return,
+                Some(Ok(_)) => last_read = Instant::now(),
+                Some(Err(_)) => return,
             }
         }
     }

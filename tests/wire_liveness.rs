@@ -84,6 +84,26 @@ async fn expired_broker_can_register_again() {
     assert!(route(&mut b, "TopicA").await.is_some());
 }
 
+/// A connection that keeps asking stays open however long it lives, and is closed once it has been silent
+/// for `serverChannelMaxIdleTimeSeconds`, not before.
+#[tokio::test(start_paused = true)]
+async fn idle_time_counts_from_the_last_request() {
+    let mut cfg = test_config();
+    cfg.server_channel_max_idle_time_seconds = 60;
+    let server = start_with(cfg).await;
+    let mut b = Client::connect(server.addr).await;
+    register(&mut b, &broker(), dv(1), TOPICS).await;
+    // Registering again every 40 s (its heartbeat) keeps the broker too: each reply proves the connection open.
+    for version in 2..8 {
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        register(&mut b, &broker(), dv(version), TOPICS).await;
+    }
+    tokio::time::sleep(Duration::from_secs(55)).await;
+    register(&mut b, &broker(), dv(8), TOPICS).await;
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    b.assert_closed_without_reply(Duration::from_secs(1)).await;
+}
+
 /// Java closes connections idle for `serverChannelMaxIdleTimeSeconds`; a broker on such a connection goes.
 #[tokio::test(start_paused = true)]
 async fn idle_connection_is_closed_and_its_broker_removed() {
