@@ -20,11 +20,18 @@ pub enum HeaderError {
     NegativeLength(&'static str),
 }
 
-/// Turns a frame into a command; the body and the header's field text are shared, not copied.
+/// A header whose frame has a body over this gets a buffer of its own.
+const SHARED_HEADER_MAX_BODY: usize = 64 * 1024;
+
+/// Turns a frame into a command; the body and the header's field text are shared, not copied. Except
+/// behind a large body: the fields would keep the frame's whole buffer (a registration's megabytes, which
+/// its handler frees as soon as they are parsed) for as long as the request lives, so that header is copied.
 pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
+    let header =
+        if frame.body.len() > SHARED_HEADER_MAX_BODY { Bytes::copy_from_slice(&frame.header) } else { frame.header };
     let mut cmd = match frame.serialize_type {
-        SerializeType::Json => decode_json_frame(frame.header)?,
-        SerializeType::RocketMq => decode_binary_frame(frame.header)?,
+        SerializeType::Json => decode_json_frame(header)?,
+        SerializeType::RocketMq => decode_binary_frame(header)?,
     };
     cmd.body = frame.body;
     Ok(cmd)
