@@ -95,6 +95,11 @@ pub fn write_int_key<B: BufMut>(out: &mut B, key: i64, style: JsonStyle) {
 
 /// Writes an `int` property value.
 pub fn write_int<B: BufMut>(out: &mut B, value: i64) {
+    // Most ints of a reply header (its code, its flag) are one digit: one byte, not a formatted copy.
+    if let Ok(digit @ 0..=9) = u8::try_from(value) {
+        out.put_u8(b'0' + digit);
+        return;
+    }
     let mut buf = itoa::Buffer::new();
     out.put_slice(buf.format(value).as_bytes());
 }
@@ -159,5 +164,14 @@ mod tests {
         v.push(b' ');
         write_long(&mut v, 1 << 60, JsonStyle::Fastjson);
         assert_eq!(String::from_utf8(v).unwrap(), "0:\"1\":\"1152921504606846976\" 1152921504606846976");
+    }
+
+    #[test]
+    fn ints_of_every_width() {
+        for n in [i64::MIN, -10, -1, 0, 1, 9, 10, 255, 256, 479, 2_147_483_647, i64::MAX] {
+            let mut v = Vec::new();
+            write_int(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+        }
     }
 }

@@ -84,15 +84,21 @@ async fn expired_broker_can_register_again() {
     assert!(route(&mut b, "TopicA").await.is_some());
 }
 
-/// A connection that keeps asking stays open however long it lives, and is closed once it has been silent
-/// for `serverChannelMaxIdleTimeSeconds`, not before.
-#[tokio::test(start_paused = true)]
-async fn idle_time_counts_from_the_last_request() {
+/// A server that closes connections idle for 60 s, and a broker registered over one.
+async fn broker_on_server_closing_idle_after_60s() -> (TestServer, Client) {
     let mut cfg = test_config();
     cfg.server_channel_max_idle_time_seconds = 60;
     let server = start_with(cfg).await;
     let mut b = Client::connect(server.addr).await;
     register(&mut b, &broker(), dv(1), TOPICS).await;
+    (server, b)
+}
+
+/// A connection that keeps asking stays open however long it lives, and is closed once it has been silent
+/// for `serverChannelMaxIdleTimeSeconds`, not before.
+#[tokio::test(start_paused = true)]
+async fn idle_time_counts_from_the_last_request() {
+    let (_server, mut b) = broker_on_server_closing_idle_after_60s().await;
     // Registering again every 40 s (its heartbeat) keeps the broker too: each reply proves the connection open.
     for version in 2..8 {
         tokio::time::sleep(Duration::from_secs(40)).await;
@@ -107,11 +113,7 @@ async fn idle_time_counts_from_the_last_request() {
 /// Java closes connections idle for `serverChannelMaxIdleTimeSeconds`; a broker on such a connection goes.
 #[tokio::test(start_paused = true)]
 async fn idle_connection_is_closed_and_its_broker_removed() {
-    let mut cfg = test_config();
-    cfg.server_channel_max_idle_time_seconds = 60;
-    let server = start_with(cfg).await;
-    let mut b = Client::connect(server.addr).await;
-    register(&mut b, &broker(), dv(1), TOPICS).await;
+    let (server, mut b) = broker_on_server_closing_idle_after_60s().await;
     tokio::time::sleep(Duration::from_secs(70)).await;
     b.assert_closed_without_reply(Duration::from_secs(1)).await;
     let mut client = Client::connect(server.addr).await;
