@@ -1,7 +1,8 @@
 //! Whole request sequences through the real dispatcher, on a fresh route table each time: the input is cut
 //! into frames (a leading byte picks the connection each arrives on; 0xFF closes one), every request is
 //! processed, and the resulting snapshot must hold together: every topic has queues, every queue's broker
-//! exists, every route names only brokers of its queues, and every pre-encoded body is valid JSON.
+//! exists, every route names only brokers of its queues, and every pre-encoded body is valid JSON; every
+//! reply written is a well-formed response frame.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
@@ -11,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use rocketns::NamesrvConfig;
 use rocketns::json::JsonStyle;
 use rocketns::kvconfig::KvConfigStore;
-use rocketns::remoting::{FrameDecoder, decode_command};
+use rocketns::remoting::{FrameDecoder, OutQueue, SerializeType, decode_command};
 use rocketns::route::{RouteMutation, RouteSnapshot, route_table};
 use rocketns::state::ServerState;
 use tokio_util::codec::Decoder;
@@ -51,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
         let writer = tokio::spawn(writer.run());
         let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
         let state = ServerState::new(routes.clone(), config, kv, None);
+        let mut out = OutQueue::new(SerializeType::Json);
         let mut rest = data;
         while let Some((&conn, tail)) = rest.split_first() {
             if conn == 0xFF {
@@ -64,8 +66,16 @@ fuzz_target!(|data: &[u8]| {
             let Ok(Some(frame)) = FrameDecoder::new(1 << 20).decode(&mut buf) else { break };
             rest = &tail[tail.len() - buf.len()..];
             if let Ok(mut cmd) = decode_command(frame) {
-                let _ = rocketns::processor::dispatch(&state, &mut cmd, u64::from(conn % 4)).await;
+                let _ = rocketns::processor::dispatch(&state, &mut cmd, u64::from(conn % 4), &mut out).await;
             }
+        }
+        // Every reply written is a well-formed response frame.
+        let mut written = Vec::new();
+        out.flush(&mut written).await.expect("a Vec takes every byte");
+        let mut replies = BytesMut::from(&written[..]);
+        while !replies.is_empty() {
+            let frame = FrameDecoder::new(usize::MAX).decode(&mut replies).expect("a reply frame").expect("whole");
+            assert!(decode_command(frame).expect("a reply header").is_response());
         }
         // Let queued unregistrations land, then look.
         let _ = routes.apply(|done| RouteMutation::DeleteTopic { topic: String::new(), cluster: None, done }).await;
