@@ -1,7 +1,7 @@
 //! `RouteSnapshot`: the whole route table at one instant, immutable once published.
 //!
 //! Pure data, no I/O. Readers get it from an `ArcSwap` without locking; each routable topic carries its
-//! TopicRouteData body already encoded in both JSON styles, so a route lookup is a map lookup and a refcount.
+//! TopicRouteData body already encoded in both JSON styles, so a route lookup is a map lookup and a copy.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
