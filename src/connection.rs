@@ -16,7 +16,11 @@ use crate::remoting::{FrameDecoder, OutQueue, announced_frame_len, decode_comman
 use crate::route::ConnId;
 use crate::state::ServerState;
 
-const READ_BUFFER: usize = 8 * 1024;
+/// A connection reads at most this much at first: a polling client's request with room to spare. Reads that
+/// fill it double it, up to `MAX_READ` (as Netty's adaptive receive buffer grows for Java), so a pipelining
+/// client gets large reads and 10,000 polling ones keep a kilobyte each.
+const FIRST_READ: usize = 1024;
+const MAX_READ: usize = 64 * 1024;
 const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
 
 /// Over plain TCP or TLS (`tls.server.mode`).
@@ -64,7 +68,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     async fn serve(&mut self) {
-        let mut read_buf = BytesMut::with_capacity(READ_BUFFER);
+        let mut read_buf = BytesMut::new();
+        let mut read_size = FIRST_READ;
         let mut out = OutQueue::new(self.state.config.load().reply_serialize_type());
         let mut tally = RequestTally::default();
         let mut large: Option<LargeFrame> = None;
@@ -89,7 +94,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 if 8 + frame.header.len() + frame.body.len() > LARGE_FRAME {
                     // The frame shares the buffer's allocation: leave it to the frame alone (the handler
                     // frees a registration's body once parsed), and keep the rest in a small buffer.
-                    let mut rest = BytesMut::with_capacity(READ_BUFFER.max(read_buf.len()));
+                    let mut rest = BytesMut::with_capacity(read_size.max(read_buf.len()));
                     rest.extend_from_slice(&read_buf);
                     read_buf = rest;
                 }
@@ -120,7 +125,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             tally.flush(&self.state.metrics);
             // Many pipelined requests grew the buffer; do not keep it per connection.
             if read_buf.is_empty() && read_buf.capacity() > MAX_IDLE_READ_BUFFER {
-                read_buf = BytesMut::with_capacity(READ_BUFFER);
+                read_buf = BytesMut::new();
             }
             if let Err(e) = out.flush(&mut self.stream).await {
                 tracing::debug!(conn = self.id, error = %e, "write failed, closing connection");
@@ -135,6 +140,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             {
                 timer.as_mut().reset(frame.deadline);
             }
+            read_buf.reserve(read_size);
+            let room = read_buf.capacity() - read_buf.len();
             let read = loop {
                 tokio::select! {
                     biased;
@@ -167,7 +174,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     }
                     return;
                 }
-                Some(Ok(_)) => last_read = Instant::now(),
+                Some(Ok(n)) => {
+                    last_read = Instant::now();
+                    if n == room {
+                        read_size = (read_size * 2).min(MAX_READ);
+                    }
+                }
                 Some(Err(_)) => return,
             }
         }

@@ -23,6 +23,8 @@ pub struct OutQueue {
 const COPY_LIMIT: usize = 16 * 1024;
 /// A write buffer grown past this by a large batch is not kept for the next one.
 const MAX_IDLE_WRITE_BUFFER: usize = 64 * 1024;
+/// Room for a reply's frame prefix and header when a reply is queued (more if its header needs it).
+const HEADER_ROOM: usize = 256;
 /// At most this many buffers go into one vectored write.
 const MAX_IOVECS: usize = 64;
 
@@ -42,6 +44,10 @@ impl OutQueue {
     /// topics would write, are not touched.
     pub fn push_with_body(&mut self, resp: &RemotingCommand, body: &[&Bytes]) {
         let body_len = body.iter().map(|part| part.len()).sum();
+        let copied = if body_len <= COPY_LIMIT { body_len } else { 0 };
+        // Room for the whole reply at once: a fresh buffer would otherwise grow by doubling, a reallocation
+        // and a copy each time, on every new connection.
+        self.scratch.reserve(HEADER_ROOM + copied);
         resp.encode_head(self.serialize_type, body_len, &mut self.scratch);
         if body_len <= COPY_LIMIT {
             for part in body {
