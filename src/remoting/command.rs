@@ -249,6 +249,13 @@ impl RemotingCommand {
         self.ext_fields.as_ref().and_then(|e| e.get(key))
     }
 
+    /// Gives a decoded command's fields the header they are spans of (`ExtFields::push_frame_span`).
+    pub(crate) fn attach_frame(&mut self, header: Bytes) {
+        if let Some(ext) = self.ext_fields.as_mut() {
+            ext.attach_frame(header);
+        }
+    }
+
     /// Writes the whole frame (prefix, header, body) into `dst`.
     pub fn encode(&self, ty: SerializeType, dst: &mut BytesMut) {
         self.encode_head(ty, self.body.len(), dst);

@@ -112,9 +112,7 @@ fn decode_binary_frame(header: Bytes) -> Result<RemotingCommand, HeaderError> {
         Some(ext)
     };
     let mut cmd = RemotingCommand { code, language, version, opaque, flag, remark, ext_fields, body: Bytes::new() };
-    if let Some(ext) = cmd.ext_fields.as_mut() {
-        ext.attach_frame(header);
-    }
+    cmd.attach_frame(header);
     Ok(cmd)
 }
 

@@ -202,9 +202,7 @@ impl<'a> Scan<'a> {
 pub(super) fn decode_plain(header: Bytes) -> Result<RemotingCommand, Bytes> {
     match scan(&header) {
         Some(mut cmd) => {
-            if let Some(ext) = cmd.ext_fields.as_mut() {
-                ext.attach_frame(header);
-            }
+            cmd.attach_frame(header);
             Ok(cmd)
         }
         None => Err(header),

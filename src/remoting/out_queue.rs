@@ -44,12 +44,12 @@ impl OutQueue {
     /// topics would write, are not touched.
     pub fn push_with_body(&mut self, resp: &RemotingCommand, body: &[&Bytes]) {
         let body_len = body.iter().map(|part| part.len()).sum();
-        let copied = if body_len <= COPY_LIMIT { body_len } else { 0 };
+        let copied = body_len <= COPY_LIMIT;
         // Room for the whole reply at once: a fresh buffer would otherwise grow by doubling, a reallocation
         // and a copy each time, on every new connection.
-        self.scratch.reserve(HEADER_ROOM + copied);
+        self.scratch.reserve(HEADER_ROOM + if copied { body_len } else { 0 });
         resp.encode_head(self.serialize_type, body_len, &mut self.scratch);
-        if body_len <= COPY_LIMIT {
+        if copied {
             for part in body {
                 self.scratch.extend_from_slice(part);
             }
