@@ -16,6 +16,13 @@
 #                                   # java-long, a long-lived Java client's ten-digit and negative opaques)
 #   JAVA_WARMUP=20                  # seconds of load before the Java NameServer is measured (JIT; see
 #                                   # perf/README.md for how long it takes); the others get 1 s
+#   BIG_DURATION=10                 # seconds of each bigchurn case (at least three registrations a broker)
+#
+# `bigchurn` is four runs: 64 connections x 1 lookup in flight on the reference table while two brokers of
+# 100,000 topics of their own (frames of about 15 MB, sent at 1 Gbit/s) change the table every 3 s between
+# them: `quiet` (registered once, then silent: the baseline), `same` (re-registering with an unchanged
+# DataVersion, a real broker's heartbeat), `bump` (a new DataVersion), `join` (the broker leaves and a new
+# one with the same 100,000 topics joins).
 #
 # Brokers register as a default Java broker does: the whole topic table in one REGISTER_BROKER.
 set -euo pipefail
@@ -24,7 +31,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 OUT=${OUT:-$ROOT/perf/results}
 DURATION=${DURATION:-10}
-SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k c1000 c10000 storm"}
+SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k c1000 c10000 storm bigchurn"}
+SCENARIOS=${SCENARIOS//bigchurn/bigchurn-quiet bigchurn-same bigchurn-bump bigchurn-join}
+BIG_DURATION=${BIG_DURATION:-10}
 SERVERS=${SERVERS:-"echo echo-rocketns rocketns rocketmq-rust java"}
 HEADERS=${HEADERS:-"go rust cpp node binary java-long"}
 JAVA_WARMUP=${JAVA_WARMUP:-20}
@@ -46,17 +55,22 @@ inner() {
     mkdir -p "$OUT" "$work/home"
     local json="$OUT/latest.jsonl" table="$OUT/latest.md"
     : > "$json"
-    # scenario → "brokers topics connections in_flight churn"; connections "storm": 5,000 new connections
-    # within a second, each asking 20 routes one at a time, then closing (a fleet of clients starting).
+    # scenario → "brokers topics connections in_flight churn big"; connections "storm": 5,000 new connections
+    # within a second, each asking 20 routes one at a time, then closing (a fleet of clients starting); big:
+    # what two brokers of 100,000 topics do meanwhile (`-`: there are none).
     declare -A spec=(
-        [reference]="4 1000 4 16 off"
-        [anchor]="1 100 4 16 off"
-        [10k]="4 10000 4 16 off"
-        [churn]="4 1000 4 16 bump"
-        [100k]="4 100000 4 16 off"
-        [c1000]="4 1000 1000 1 off"
-        [c10000]="4 1000 10000 1 off"
-        [storm]="4 1000 storm 1 off"
+        [reference]="4 1000 4 16 off -"
+        [anchor]="1 100 4 16 off -"
+        [10k]="4 10000 4 16 off -"
+        [churn]="4 1000 4 16 bump -"
+        [100k]="4 100000 4 16 off -"
+        [c1000]="4 1000 1000 1 off -"
+        [c10000]="4 1000 10000 1 off -"
+        [storm]="4 1000 storm 1 off -"
+        [bigchurn-quiet]="4 1000 64 1 off static"
+        [bigchurn-same]="4 1000 64 1 off same"
+        [bigchurn-bump]="4 1000 64 1 off bump"
+        [bigchurn-join]="4 1000 64 1 off join"
     )
     # server_cmd NAME PORT BROKERS: the command line of a server listening on PORT, in the array `cmd`.
     server_cmd() {
@@ -83,16 +97,20 @@ inner() {
     # measure SCENARIO SERVER LABEL [LOADGEN OPTIONS...]: one server, one load, one JSON line.
     measure() {
         local scenario=$1 server=$2 label=$3; shift 3
-        read -r brokers topics conns inflight churn <<< "${spec[$scenario]}"
-        local shape=(--connections "$conns")
+        read -r brokers topics conns inflight churn big <<< "${spec[$scenario]}"
+        local shape=(--connections "$conns") duration=$DURATION
         [ "$conns" = storm ] && shape=(--connections 1 --storm 5000 --storm-requests 20)
+        if [ "$big" != - ]; then
+            shape+=(--big-brokers 2 --big-topics 100000 --big-period-ms 3000 --big-mode "$big")
+            duration=$BIG_DURATION
+        fi
         port=$((port + 1))
         local pid; pid=$(start_server "$server" "$port" "$brokers")
         wait_port "$port" || { echo "$server did not start" >&2; return; }
         local line
         line=$(taskset -c "$GEN_CPUS" "$loadgen" run --addr "127.0.0.1:$port" --brokers "$brokers" --topics "$topics" \
             "${shape[@]}" --in-flight "$inflight" --churn "$([[ "$server" == echo* ]] && echo off || echo "$churn")" \
-            --duration "$DURATION" --warmup "$([ "$server" = java ] && echo "$JAVA_WARMUP" || echo 1)" \
+            --duration "$duration" --warmup "$([ "$server" = java ] && echo "$JAVA_WARMUP" || echo 1)" \
             --label "$scenario/$label" --server-pid "$pid" "$@" | tail -n 1) || true
         local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
         kill "$pid" 2>/dev/null || true
@@ -103,6 +121,9 @@ inner() {
     }
     for scenario in $SCENARIOS; do
         for server in $SERVERS; do
+            # The plain echo is the bigchurn control (what the machine and the load generator add); the
+            # rocketns-shaped one adds nothing there.
+            [[ "$scenario" == bigchurn-* && "$server" == echo-rocketns ]] && continue
             measure "$scenario" "$server" "$server"
             if [ "$server" = rocketns ] && [ "$scenario" = reference ]; then
                 for header in $HEADERS; do

@@ -10,10 +10,11 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 startup = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].strip() else {}
 cores, cpu = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else ("?", "?")
 by = {(r["scenario"], r["server"]): r for r in rows}
-scenarios = []
+scenarios, big_cases = [], []
 for r in rows:
-    if r["scenario"] not in scenarios:
-        scenarios.append(r["scenario"])
+    into = big_cases if r["scenario"].startswith("bigchurn-") else scenarios
+    if r["scenario"] not in into:
+        into.append(r["scenario"])
 
 def ratio(a, b):
     return f"{a / b:.2f}" if a and b else "-"
@@ -71,6 +72,28 @@ if quiet.get("rps") and churn.get("rps"):
           f"a real broker's 30 s period): "
           f"{churn['rps']:.0f} requests/s, {churn['rps'] / quiet['rps']:.2f} × the quiet {quiet['rps']:.0f}; "
           f"{churn.get('registrations', 0)} full re-registrations in {churn['seconds']:.0f} s.")
+if big_cases:
+    print("\nbigchurn: 64 connections x 1 lookup in flight on the reference table while two brokers of 100,000 topics")
+    print("change the table every 3 s between them; `quiet`: registered once and silent (the baseline). Ratios are")
+    print("to the same server's quiet run; the registration round trip runs from a frame's last byte to its reply.")
+    print("The echo answers registrations without work: its rows are what the machine and the load generator add.\n")
+    print("| server | case | requests/s | p50 µs | p99 µs | p99.9 µs | max µs | p99 / quiet | p99.9 / quiet | max / quiet | registrations | round trip p50 / max ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for server in servers:
+        quiet = by.get(("bigchurn-quiet", server), {})
+        for case in big_cases:
+            r = by.get((case, server))
+            if not r:
+                continue
+            name = case[len("bigchurn-"):]
+            if "rps" not in r:
+                print(f"| {server} | {name} | failed | | | | | | | | | |")
+                continue
+            mx = r.get("max_us")
+            trip = f"{r['big_reg_p50_ms']:.0f} / {r['big_reg_max_ms']:.0f}" if r.get("big_registrations") else "-"
+            print(f"| {server} | {name} | {r['rps']:.0f} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | "
+                  f"{mx:.0f} | {ratio(r['p99_us'], quiet.get('p99_us'))} | {ratio(r['p999_us'], quiet.get('p999_us'))} | "
+                  f"{ratio(mx, quiet.get('max_us'))} | {r.get('big_registrations', 0)} | {trip} |")
 started = {k: v["startup_ms"] for k, v in startup.items() if v}
 if started:
     print("\nStart to first answer (a cold start, no routes): "

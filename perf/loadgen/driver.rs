@@ -72,6 +72,8 @@ pub struct ConnStats {
     pub errors: u64,
     pub first_error: Option<String>,
     pub latency: Histogram<u64>,
+    /// Lookups slower than `RequestShape::trace_slow`: when each was sent, and how long it took.
+    pub slow: Vec<(Instant, Duration)>,
 }
 
 impl ConnStats {
@@ -92,6 +94,8 @@ pub struct RequestShape {
     /// The first opaque (a long-lived client's counter is far along: ten digits, or negative once wrapped).
     pub opaque_start: i32,
     pub in_flight: usize,
+    /// Keep the send time of every lookup slower than this (`--trace-slow-ms`).
+    pub trace_slow: Option<Duration>,
 }
 
 /// When a connection stops sending.
@@ -105,7 +109,7 @@ pub enum Stop {
 /// Sends until `stop`, then waits for the replies still in flight.
 pub async fn drive(addr: String, seed: u64, shape: RequestShape, picker: Arc<TopicPicker>, stop: Stop) -> ConnStats {
     let in_flight = shape.in_flight;
-    let mut stats = ConnStats { ok: 0, errors: 0, first_error: None, latency: new_histogram() };
+    let mut stats = ConnStats { ok: 0, errors: 0, first_error: None, latency: new_histogram(), slow: Vec::new() };
     let mut stream = match TcpStream::connect(&addr).await {
         Ok(s) => s,
         Err(e) => {
@@ -172,7 +176,11 @@ pub async fn drive(addr: String, seed: u64, shape: RequestShape, picker: Arc<Top
                 continue;
             };
             let (_, sent_at, hit) = pending.swap_remove(at);
-            let _ = stats.latency.record(now.duration_since(sent_at).as_nanos() as u64);
+            let took = now.duration_since(sent_at);
+            let _ = stats.latency.record(took.as_nanos() as u64);
+            if shape.trace_slow.is_some_and(|bound| took > bound) {
+                stats.slow.push((sent_at, took));
+            }
             let valid = if hit {
                 code == 0
                     && frame.body.first() == Some(&b'{')

@@ -4,12 +4,14 @@
 //!   requests in flight each (uniform or Zipf topics, a miss ratio), optionally while every broker keeps
 //!   re-registering (churn), verifies every reply, and prints requests/s and p50/p99/p99.9 latency, then a
 //!   one-line JSON summary;
+//!   (`--big-brokers`: brokers of 100,000 topics changing the table meanwhile, `big.rs`);
 //! - `echo`: the yardstick, answering every frame with a real route reply's bytes and the request's opaque (plain, or
 //!   `--rocketns-shaped`);
 //! - `startup`: runs a server command and measures the time from start to its first answer.
 //!
 //! See perf/README.md for how the comparison uses them.
 
+mod big;
 mod driver;
 mod echo;
 mod wire;
@@ -103,6 +105,25 @@ struct RunArgs {
     /// Milliseconds between one broker's re-registrations under churn (0: back to back).
     #[arg(long, default_value_t = 100)]
     churn_interval_ms: u64,
+    /// Brokers of `--big-topics` topics each, on a thread of their own, that change the table while the
+    /// lookups run (`--big-mode`); their topics are their own, so no lookup asks for them.
+    #[arg(long, default_value_t = 0)]
+    big_brokers: usize,
+    #[arg(long, default_value_t = 100_000)]
+    big_topics: usize,
+    /// Milliseconds between one big broker's changes; the brokers take turns, evenly spread.
+    #[arg(long, default_value_t = 3000)]
+    big_period_ms: u64,
+    #[arg(long, value_enum, default_value_t = big::BigMode::Bump)]
+    big_mode: big::BigMode,
+    /// The big brokers send their frames at this many megabits a second, as over a network (0: as fast as
+    /// loopback takes them, which makes the kernel's TCP work a burst that both machines' cores feel).
+    #[arg(long, default_value_t = 1000)]
+    big_rate_mbps: u64,
+    /// Print every lookup slower than this many milliseconds, with when it was sent, beside the big brokers'
+    /// registrations (to see what a slow lookup waited for).
+    #[arg(long)]
+    trace_slow_ms: Option<u64>,
     /// Worker threads of the load generator.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -122,7 +143,12 @@ impl RunArgs {
     }
 
     fn request_shape(&self) -> driver::RequestShape {
-        driver::RequestShape { header: self.header, opaque_start: self.opaque_start, in_flight: self.in_flight }
+        driver::RequestShape {
+            header: self.header,
+            opaque_start: self.opaque_start,
+            in_flight: self.in_flight,
+            trace_slow: self.trace_slow_ms.map(Duration::from_millis),
+        }
     }
 }
 
@@ -189,6 +215,11 @@ fn encode(cmd: &RemotingCommand) -> bytes::BytesMut {
 
 async fn call_encoded(stream: &mut TcpStream, frame: &[u8]) -> std::io::Result<RemotingCommand> {
     stream.write_all(frame).await?;
+    read_reply(stream).await
+}
+
+/// The next frame on `stream`, decoded.
+async fn read_reply(stream: &mut TcpStream) -> std::io::Result<RemotingCommand> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).await?;
     let mut frame = bytes::BytesMut::from(&len[..]);
@@ -346,6 +377,13 @@ async fn run(args: RunArgs) -> i32 {
         println!(r#"{{"label":"{}","populate_s":{populate_s:.3}}}"#, args.label);
         return 0;
     }
+    let (big_stop, big) = match start_big(&args).await {
+        Ok(started) => started.unzip(),
+        Err(e) => {
+            eprintln!("big brokers failed: {e}");
+            return 2;
+        }
+    };
     let picker = Arc::new(driver::TopicPicker::new(topics.to_vec(), args.zipf, args.miss_ratio));
     let registrations = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + Duration::from_secs_f64(args.warmup + args.duration);
@@ -378,6 +416,8 @@ async fn run(args: RunArgs) -> i32 {
     let elapsed = t0.elapsed().as_secs_f64();
     let server_cpu = cpu_before.zip(args.server_pid.and_then(process_cpu_seconds)).map(|(a, b)| b - a);
     let regs = registrations.load(Ordering::Relaxed) - before;
+    drop(big_stop);
+    let big = big.and_then(|thread| thread.join().ok());
     for task in churning {
         if let Ok(conn) = task.await {
             kept.push(conn);
@@ -393,10 +433,37 @@ async fn run(args: RunArgs) -> i32 {
             eprintln!("error: {e}");
         }
     }
+    if args.trace_slow_ms.is_some() {
+        trace_slow(t0, &stats, big.as_ref());
+    }
     let rps = ok as f64 / elapsed;
     let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
+    let max_us = latency.max() as f64 / 1000.0;
+    let big_summary = big.as_ref().map(|b| {
+        let ms = |q: f64| b.round_trip.value_at_quantile(q) as f64 / 1000.0;
+        (
+            format!(
+                ", {} big-broker changes ({}), round trip p50 {:.1} ms, max {:.1} ms",
+                b.registrations,
+                args.big_mode.name(),
+                ms(0.5),
+                b.round_trip.max() as f64 / 1000.0
+            ),
+            format!(
+                r#","big_brokers":{},"big_topics":{},"big_mode":"{}","big_registrations":{},"big_failures":{},"big_reg_p50_ms":{:.1},"big_reg_max_ms":{:.1}"#,
+                args.big_brokers,
+                args.big_topics,
+                args.big_mode.name(),
+                b.registrations,
+                b.failures,
+                ms(0.5),
+                b.round_trip.max() as f64 / 1000.0
+            ),
+        )
+    });
+    let (big_text, big_json) = big_summary.unwrap_or_default();
     println!(
-        "{}: {ok} replies verified, {errors} errors, {rps:.0} requests/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us{}",
+        "{}: {ok} replies verified, {errors} errors, {rps:.0} requests/s, p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, max {max_us:.0} us{}{big_text}",
         args.label,
         us(0.5),
         us(0.99),
@@ -404,7 +471,7 @@ async fn run(args: RunArgs) -> i32 {
         if args.churn == Churn::Off { String::new() } else { format!(", {regs} full re-registrations") }
     );
     println!(
-        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"registrations":{regs},"populate_s":{populate_s:.3},"header":"{}","opaque_start":{},"storm":{}{}}}"#,
+        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"max_us":{max_us:.1},"registrations":{regs},"populate_s":{populate_s:.3},"header":"{}","opaque_start":{},"storm":{}{big_json}{}}}"#,
         args.label,
         args.connections,
         args.in_flight,
@@ -423,6 +490,49 @@ async fn run(args: RunArgs) -> i32 {
     );
     drop(kept);
     if errors > 0 || ok == 0 { 1 } else { 0 }
+}
+
+/// `--trace-slow-ms`: the slow lookups and the big brokers' registrations on one timeline, in ms from `t0`.
+fn trace_slow(t0: std::time::Instant, stats: &[driver::ConnStats], big: Option<&big::BigReport>) {
+    let t0 = Instant::from_std(t0);
+    let at = |t: Instant| t.checked_duration_since(t0).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    let mut events: Vec<(f64, String)> = stats
+        .iter()
+        .flat_map(|s| s.slow.iter())
+        .map(|(sent, took)| (at(*sent), format!("lookup took {:.1} ms", took.as_secs_f64() * 1000.0)))
+        .collect();
+    for (slot, started, took) in big.map(|b| b.events.as_slice()).unwrap_or_default() {
+        let ms = took.as_secs_f64() * 1000.0;
+        events.push((at(*started), format!("big broker {slot}: registration sent, answered after {ms:.1} ms")));
+        events.push((at(*started + *took), format!("big broker {slot}: registration answered")));
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (ms, what) in events {
+        eprintln!("{ms:9.1} ms  {what}");
+    }
+}
+
+type BigBrokers = (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<big::BigReport>);
+
+/// Starts the `--big-brokers`, once they have registered: the sender stops them (when dropped), the thread
+/// returns what they measured.
+async fn start_big(args: &RunArgs) -> Result<Option<BigBrokers>, String> {
+    if args.big_brokers == 0 {
+        return Ok(None);
+    }
+    let spec = big::BigSpec {
+        addr: args.addr.clone(),
+        brokers: args.big_brokers,
+        topics: args.big_topics,
+        period: Duration::from_millis(args.big_period_ms.max(1)),
+        mode: args.big_mode,
+        rate_bytes_per_s: args.big_rate_mbps * 1_000_000 / 8,
+    };
+    let (ready, registered) = tokio::sync::oneshot::channel();
+    let (stop, until) = std::sync::mpsc::channel();
+    let thread = big::start(spec, ready, until);
+    registered.await.map_err(|_| "the big brokers' thread ended".to_string())??;
+    Ok(Some((stop, thread)))
 }
 
 /// User and system CPU seconds a process has used so far (fields 14 and 15 of /proc/PID/stat, in clock
