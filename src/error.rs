@@ -2,7 +2,9 @@
 
 use crate::config::ConfigUpdateError;
 use crate::protocol::codes::response;
+use crate::protocol::register_body::BodyError;
 use crate::remoting::{ExtFields, RemotingCommand};
+use crate::route::RegisterError;
 use crate::route::writer::SubmitError;
 
 /// Java's remark for a missing route, FAQ pointer included (`FAQUrl.APPLY_TOPIC_URL`).
@@ -83,6 +85,16 @@ impl RequestError {
             resp.ext_fields = Some(ExtFields::new());
         }
         resp
+    }
+}
+
+impl From<RegisterError> for RequestError {
+    fn from(e: RegisterError) -> Self {
+        match e {
+            RegisterError::FirstRegistrationWithOneTopic => RequestError::RegisterFailed,
+            RegisterError::Body(BodyError::CrcMismatch) => RequestError::CrcMismatch,
+            RegisterError::Body(e) => RequestError::InvalidBody(e.to_string()),
+        }
     }
 }
 

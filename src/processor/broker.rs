@@ -10,49 +10,49 @@ use tokio::time::Instant;
 use super::{bool_field, long_field, required, success};
 use crate::error::RequestError;
 use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
+use crate::protocol::register_body::ReceivedBody;
 use crate::protocol::route_data::QueueDatasOnly;
-use crate::protocol::{DataVersion, QueueData, RegisterBrokerBody, lenient};
+use crate::protocol::{DataVersion, QueueData, lenient};
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::route::{BrokerAddrKey, BrokerRegistration, ConnId, RouteMutation, UnregisterRequest};
 use crate::state::ServerState;
 
-/// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 means "not checked".
-fn check_crc(req: &RemotingCommand, body: &[u8]) -> Result<(), RequestError> {
-    let expected = match req.ext("bodyCrc32") {
-        None => 0,
+/// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 (or absent) means "not checked". The
+/// writer checks it, with the body.
+fn crc_field(req: &RemotingCommand) -> Result<i32, RequestError> {
+    match req.ext("bodyCrc32") {
+        None => Ok(0),
         Some(v) => lenient::parse_java_long(v)
             .and_then(|v| i32::try_from(v).ok())
-            .ok_or_else(|| RequestError::InvalidField { field: "bodyCrc32", value: v.to_string() })?,
-    };
-    if expected != 0 && (crc32fast::hash(body) & 0x7FFF_FFFF) as i32 != expected {
-        return Err(RequestError::CrcMismatch);
+            .ok_or_else(|| RequestError::InvalidField { field: "bodyCrc32", value: v.to_string() }),
     }
-    Ok(())
 }
 
 fn broker_id(req: &RemotingCommand) -> Result<i64, RequestError> {
     long_field(req, "brokerId")?.ok_or(RequestError::MissingField("brokerId"))
 }
 
-/// `body` is the request's, taken out of it: a default broker sends its whole topic table (megabytes), which
-/// is freed once parsed, before the writer builds the new snapshot.
+/// `body` is the request's, taken out of it: a default broker sends its whole topic table (megabytes in one
+/// frame). The handler reads only the header; the writer checks, decodes and frees the body, off the threads
+/// that answer lookups, and answers once the routes are visible.
 pub(super) async fn register_broker(
     p: &ServerState,
     req: &RemotingCommand,
     body: Bytes,
     conn: ConnId,
 ) -> Result<RemotingCommand, RequestError> {
-    check_crc(req, &body)?;
     let cluster = required(req, "clusterName")?;
     let broker_addr = required(req, "brokerAddr")?;
     let broker_name = required(req, "brokerName")?;
     let broker_id = broker_id(req)?;
     let heartbeat_timeout =
         long_field(req, "heartbeatTimeoutMillis")?.filter(|ms| *ms > 0).map(|ms| Duration::from_millis(ms as u64));
-    let compressed = bool_field(req, "compressed").unwrap_or(false);
-    let parsed = RegisterBrokerBody::decode(&body, compressed, req.version)
-        .map_err(|e| RequestError::InvalidBody(e.to_string()))?;
-    drop(body);
+    let body = ReceivedBody {
+        bytes: body,
+        compressed: bool_field(req, "compressed").unwrap_or(false),
+        version: req.version,
+        crc32: crc_field(req)?,
+    };
     let registration = BrokerRegistration {
         cluster: cluster.into(),
         broker_addr: broker_addr.into(),
@@ -62,11 +62,11 @@ pub(super) async fn register_broker(
         zone_name: req.ext("__ZONE_NAME").map(Arc::from),
         heartbeat_timeout,
         enable_acting_master: bool_field(req, "enableActingMaster"),
-        body: parsed,
+        body,
         conn_id: conn,
         now: Instant::now(),
     };
-    let result = p.routes.register(registration).await?.map_err(|_| RequestError::RegisterFailed)?;
+    let result = p.routes.register(registration).await??;
     let mut resp = success();
     let mut ext = ExtFields::new();
     if let Some(master) = result.master_addr {
