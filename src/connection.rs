@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
-use crate::frame_budget::{FrameBudget, LARGE_FRAME, LargeFrameError, Reservation};
+use crate::frame_budget::{FrameBudget, LARGE_FRAME, LargeFrameError, Reservation, large_frame_buffer};
 use crate::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
 use crate::remoting::{FrameDecoder, OutQueue, announced_frame_len, decode_command};
@@ -131,16 +131,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 tracing::debug!(conn = self.id, error = %e, "write failed, closing connection");
                 return;
             }
-            if let Err(e) = self.make_room(&mut read_buf, &mut large).await {
-                self.refuse_large_frame(&e);
-                return;
-            }
+            let large_frame_room = match self.make_room(&mut read_buf, &mut large).await {
+                Ok(reserved) => reserved,
+                Err(e) => {
+                    self.refuse_large_frame(&e);
+                    return;
+                }
+            };
             if let Some(frame) = &large
                 && frame.deadline < timer.deadline()
             {
                 timer.as_mut().reset(frame.deadline);
             }
-            read_buf.reserve(read_size);
+            // A large frame's buffer has room for the rest of it: growing it by a read's worth near its end
+            // would reallocate it and copy megabytes, on this worker thread.
+            if !large_frame_room {
+                read_buf.reserve(read_size);
+            }
             let room = read_buf.capacity() - read_buf.len();
             let read = loop {
                 tokio::select! {
@@ -188,9 +195,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Reserves buffer space for the incomplete frame at the front of `read_buf`, once its length is known:
     /// a large frame first waits, without being read, for room in the budget, unless a broker has
     /// registered over this connection (a known broker's re-registration must not be refused because
-    /// others flood the budget: closing its connection would remove it).
-    async fn make_room(&self, read_buf: &mut BytesMut, large: &mut Option<LargeFrame>) -> Result<(), LargeFrameError> {
-        let Some(len) = announced_frame_len(read_buf) else { return Ok(()) };
+    /// others flood the budget: closing its connection would remove it). Returns whether that was a large
+    /// frame's room, which reads then fill.
+    async fn make_room(
+        &self,
+        read_buf: &mut BytesMut,
+        large: &mut Option<LargeFrame>,
+    ) -> Result<bool, LargeFrameError> {
+        let Some(len) = announced_frame_len(read_buf) else { return Ok(false) };
         if len > LARGE_FRAME && large.is_none() && !self.registered_broker {
             let deadline = Instant::now() + self.large_frame_timeout;
             let Ok(room) = tokio::time::timeout_at(deadline, self.budget.reserve(len)).await else {
@@ -198,8 +210,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             };
             *large = Some(LargeFrame { _room: room, len, deadline });
         }
+        if len > LARGE_FRAME && read_buf.capacity() < len {
+            let mut buf = large_frame_buffer(len).await;
+            buf.extend_from_slice(read_buf);
+            *read_buf = buf;
+        }
         read_buf.reserve(len.saturating_sub(read_buf.len()));
-        Ok(())
+        Ok(len > LARGE_FRAME)
     }
 
     fn refuse_large_frame(&self, error: &LargeFrameError) {
