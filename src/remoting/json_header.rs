@@ -420,9 +420,17 @@ mod tests {
             br#"{"code":2147483648}"#,
             br#"{"opaque":99999999999}"#,
             br#"{"co\u0064e":105}"#,
+            "{\"code\":105,\"extFields\":{\"topic\":\"中\"},\"opaque\":1}".as_bytes(),
+            b"{\"code\":105,\"remark\":\"\xff\"}",
         ] {
             assert!(decode_plain(Bytes::copy_from_slice(odd)).is_err(), "{}", String::from_utf8_lossy(odd));
         }
+        // Text outside ASCII is the general reader's, which checks it is UTF-8.
+        assert_eq!(
+            decode_json_header("{\"code\":105,\"extFields\":{\"topic\":\"中\"}}".as_bytes()).unwrap().ext("topic"),
+            Some("中")
+        );
+        assert!(decode_json_header(b"{\"code\":105,\"remark\":\"\xff\"}").is_err());
         assert_eq!(decode_json_header(br#"{"code":null,"language":0}"#).unwrap().language, Some(LanguageCode::Java));
         assert_eq!(decode_json_header(br#"{"co\u0064e":105}"#).unwrap().code, 105);
         assert!(decode_json_header(br#"{"code":105,"flag":0,"opaque":99999999999,"version":479}"#).is_err());

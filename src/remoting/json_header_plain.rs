@@ -5,9 +5,11 @@
 //! Node insertion order, jsoncpp sorts and ends with a newline) and a long-lived client's opaque has ten
 //! digits or a sign, so the reader assumes no order and no width. It handles the plain form: string values
 //! without escapes, integers for the int fields, flat `extFields` of strings, unknown keys with scalar
-//! values, whitespace anywhere. Anything else (an escape, a number written as a string, a nested value, an
-//! int out of range, malformed text) makes it answer `None`, and the general reader in `json_header` then
-//! decides, so the two never differ on what a header means.
+//! values, whitespace anywhere, ASCII text. Anything else (an escape, a byte outside ASCII, a number written
+//! as a string, a nested value, an int out of range, malformed text) makes it answer `None`, and the general
+//! reader in `json_header` then decides, so the two never differ on what a header means. Taking ASCII alone
+//! spares it a UTF-8 check of the whole header: every client writes its headers in ASCII (topic names are
+//! ASCII by RocketMQ's rules), and whatever it accepts outside strings is ASCII by its own grammar.
 
 use std::ops::Range;
 
@@ -16,12 +18,13 @@ use bytes::Bytes;
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::json_header::{Reader, is_scalar_token, plain_int};
 
-/// Bytes that end a plain string's fast scan: the closing quote, an escape, a control character.
+/// Bytes that end a plain string's fast scan: the closing quote, an escape, a control character, a byte
+/// outside ASCII.
 static STRING_STOP: [bool; 256] = {
-    let mut stop = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        stop[b] = true;
+    let mut stop = [true; 256];
+    let mut b = 0x20;
+    while b < 0x80 {
+        stop[b] = false;
         b += 1;
     }
     stop[b'"' as usize] = true;
@@ -41,10 +44,8 @@ enum Key {
     Other,
 }
 
-/// The general reader's cursor (its whitespace and peek are shared), with the header's text.
+/// The general reader's cursor (its whitespace and peek are shared).
 struct Scan<'a> {
-    /// The header, checked to be UTF-8 once, so that any slice between two quotes is text already.
-    text: &'a str,
     r: Reader<'a>,
 }
 
@@ -133,10 +134,10 @@ impl<'a> Scan<'a> {
         (self.next()? == b':').then_some(key)
     }
 
+    /// A plain string's text: ASCII, so always UTF-8 (the check is one pass over a few bytes).
     #[inline]
     fn plain_str(&mut self) -> Option<&'a str> {
-        let range = self.plain_range()?;
-        self.text.get(range)
+        std::str::from_utf8(self.plain_bytes()?).ok()
     }
 
     /// `null`, consumed, or nothing consumed.
@@ -210,7 +211,7 @@ pub(super) fn decode_plain(header: Bytes) -> Result<RemotingCommand, Bytes> {
 }
 
 fn scan(header: &[u8]) -> Option<RemotingCommand> {
-    let mut s = Scan { text: std::str::from_utf8(header).ok()?, r: Reader { bytes: header, pos: 0 } };
+    let mut s = Scan { r: Reader { bytes: header, pos: 0 } };
     let mut cmd = RemotingCommand::response(0, None);
     cmd.language = None;
     cmd.version = 0;
