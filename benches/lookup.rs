@@ -48,7 +48,7 @@ async fn populated_table() -> RouteHandle {
                 &format!("10.0.0.{b}:{}", 10911 + id),
                 body,
             );
-            handle.register(rocketns::testing::received(r)).await.expect("writer running").expect("registered");
+            handle.register(r).await.expect("writer running").expect("registered");
         }
     }
     handle

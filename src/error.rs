@@ -92,8 +92,15 @@ impl From<RegisterError> for RequestError {
     fn from(e: RegisterError) -> Self {
         match e {
             RegisterError::FirstRegistrationWithOneTopic => RequestError::RegisterFailed,
-            RegisterError::Body(BodyError::CrcMismatch) => RequestError::CrcMismatch,
-            RegisterError::Body(e) => RequestError::InvalidBody(e.to_string()),
+        }
+    }
+}
+
+impl From<BodyError> for RequestError {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::CrcMismatch => RequestError::CrcMismatch,
+            e => RequestError::InvalidBody(e.to_string()),
         }
     }
 }

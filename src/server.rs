@@ -371,7 +371,7 @@ mod tests {
         tokio::spawn(writer.run());
         let mut registration = test_registration("b", 0, "b:1", 1, &["t1", "t2"]);
         registration.conn_id = 7;
-        routes.register(crate::testing::received(registration)).await.expect("writer running").expect("registered");
+        routes.register(registration).await.expect("writer running").expect("registered");
         let dir = tempfile::tempdir().expect("temp dir");
         let kv = Arc::new(KvConfigStore::load(&dir.path().join("kv.json")).expect("empty KV store"));
         let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));

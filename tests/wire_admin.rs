@@ -368,6 +368,8 @@ async fn unregistration_queue_full() {
     }
     assert_eq!(codes[..2], [0, 0]);
     assert!(codes.contains(&1), "refused beyond the cap while the writer has not run: {codes:?}");
+    // The writer applies its queue in order: once a later change is answered, the unregistrations are gone.
+    assert_eq!(c.request(request(205, &[("brokerName", "nobody")])).await.code, 0);
     assert_eq!(c.request(unregister_request(&broker_a())).await.code, 0, "room again once drained");
 }
 

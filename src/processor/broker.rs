@@ -33,8 +33,9 @@ fn broker_id(req: &RemotingCommand) -> Result<i64, RequestError> {
 }
 
 /// `body` is the request's, taken out of it: a default broker sends its whole topic table (megabytes in one
-/// frame). The handler reads only the header; the writer checks, decodes and frees the body, off the threads
-/// that answer lookups, and answers once the routes are visible.
+/// frame). Its CRC, inflating and parsing (tens of milliseconds at 100,000 topics) run on the blocking pool,
+/// off the threads that answer lookups, and may overlap the writer's previous batch; it is freed once parsed,
+/// before the writer builds the new snapshot.
 pub(super) async fn register_broker(
     p: &ServerState,
     req: &RemotingCommand,
@@ -47,11 +48,17 @@ pub(super) async fn register_broker(
     let broker_id = broker_id(req)?;
     let heartbeat_timeout =
         long_field(req, "heartbeatTimeoutMillis")?.filter(|ms| *ms > 0).map(|ms| Duration::from_millis(ms as u64));
-    let body = ReceivedBody {
+    let received = ReceivedBody {
         bytes: body,
         compressed: bool_field(req, "compressed").unwrap_or(false),
         version: req.version,
         crc32: crc_field(req)?,
+    };
+    let body = match tokio::task::spawn_blocking(move || received.decode()).await {
+        Ok(decoded) => decoded?,
+        // A panic while decoding is a bug: this connection's task ends with it, and the server logs it.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => return Err(RequestError::ShuttingDown),
     };
     let registration = BrokerRegistration {
         cluster: cluster.into(),

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::protocol::register_body::{BodyError, ReceivedBody};
 use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
 use crate::protocol::{BrokerData, QueueConfig, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
@@ -18,10 +17,9 @@ use crate::route::encode::{SectionCache, encode_route};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
 use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
 
-/// A REGISTER_BROKER request: its header fields, and its body as received (`ReceivedBody`: what handlers
-/// submit) or decoded (what the builder applies; the writer decodes).
+/// A REGISTER_BROKER request, decoded.
 #[derive(Debug, Clone)]
-pub struct BrokerRegistration<B = RegisterBrokerBody> {
+pub struct BrokerRegistration {
     pub cluster: Arc<str>,
     pub broker_addr: Arc<str>,
     pub broker_name: Arc<str>,
@@ -31,42 +29,10 @@ pub struct BrokerRegistration<B = RegisterBrokerBody> {
     pub heartbeat_timeout: Option<Duration>,
     /// `None` for 4.x brokers, which do not send the field.
     pub enable_acting_master: Option<bool>,
-    pub body: B,
+    pub body: RegisterBrokerBody,
     pub conn_id: ConnId,
     /// When the request arrived: the broker's heartbeat.
     pub now: Instant,
-}
-
-impl BrokerRegistration<ReceivedBody> {
-    /// Checks and decodes the body; its bytes are freed once decoded.
-    pub fn decode(self) -> Result<BrokerRegistration, BodyError> {
-        let BrokerRegistration {
-            cluster,
-            broker_addr,
-            broker_name,
-            broker_id,
-            ha_server_addr,
-            zone_name,
-            heartbeat_timeout,
-            enable_acting_master,
-            body,
-            conn_id,
-            now,
-        } = self;
-        Ok(BrokerRegistration {
-            cluster,
-            broker_addr,
-            broker_name,
-            broker_id,
-            ha_server_addr,
-            zone_name,
-            heartbeat_timeout,
-            enable_acting_master,
-            body: body.decode()?,
-            conn_id,
-            now,
-        })
-    }
 }
 
 /// What the reply to a registration carries.
@@ -81,9 +47,6 @@ pub enum RegisterError {
     /// Java's rule against an incremental one-topic registration from a broker id not yet registered.
     #[error("register broker failed")]
     FirstRegistrationWithOneTopic,
-    /// The body failed its CRC or could not be decoded: nothing was applied.
-    #[error(transparent)]
-    Body(#[from] BodyError),
 }
 
 /// An unregistration, from UNREGISTER_BROKER, a closed connection or expiry.

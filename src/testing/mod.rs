@@ -3,7 +3,6 @@
 
 pub mod client_headers;
 
-use crate::protocol::register_body::ReceivedBody;
 use crate::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use crate::route::BrokerRegistration;
 
@@ -28,25 +27,6 @@ pub fn registration(
         body,
         conn_id: 1,
         now: tokio::time::Instant::now(),
-    }
-}
-
-/// The registration as the writer receives it from a handler: its body encoded again as a 5.x broker's JSON
-/// (its DataVersion and topic configs; an empty filter server list, no static topics).
-pub fn received(r: BrokerRegistration) -> BrokerRegistration<ReceivedBody> {
-    let bytes = register_body_json(&r.body.data_version, &r.body.topic_configs).into();
-    BrokerRegistration {
-        cluster: r.cluster,
-        broker_addr: r.broker_addr,
-        broker_name: r.broker_name,
-        broker_id: r.broker_id,
-        ha_server_addr: r.ha_server_addr,
-        zone_name: r.zone_name,
-        heartbeat_timeout: r.heartbeat_timeout,
-        enable_acting_master: r.enable_acting_master,
-        body: ReceivedBody { bytes, compressed: false, version: crate::protocol::codes::version::CURRENT, crc32: 0 },
-        conn_id: r.conn_id,
-        now: r.now,
     }
 }
 
