@@ -150,10 +150,22 @@ impl<'a> RouteBuilder<'a> {
         if self.queue_config(topic, broker).is_none() {
             return;
         }
-        let (key, draft) = self.draft(topic);
-        draft.retain(|q| &*q.broker_name != broker);
+        match self.drafts.get_mut(topic) {
+            Some(draft) => draft.retain(|q| &*q.broker_name != broker),
+            None => {
+                // The first touch copies the published queue data but this broker's: nothing at all when it
+                // was the topic's only broker (a broker leaving removes all its topics this way).
+                let (key, rest) = match self.next.topics.get_key_value(topic) {
+                    Some((k, route)) => {
+                        (k.clone(), route.queue_datas.iter().filter(|q| &*q.broker_name != broker).cloned().collect())
+                    }
+                    None => (Arc::from(topic), Vec::new()),
+                };
+                self.drafts.insert(key, rest);
+            }
+        }
         if let Some(topics) = self.index.get_mut(broker) {
-            topics.remove(&key);
+            topics.remove(topic);
             if topics.is_empty() {
                 self.index.remove(broker);
             }
@@ -202,7 +214,9 @@ impl<'a> RouteBuilder<'a> {
                 }
             }
             self.changed = true;
-            for topic in self.topics_of(&req.broker_name) {
+            let topics = self.topics_of(&req.broker_name);
+            self.drafts.reserve(topics.len());
+            for topic in topics {
                 self.remove_queue_data(&topic, &req.broker_name);
             }
         } else {
