@@ -1,9 +1,9 @@
 //! Route lookups never wait for the route writer, in time as well as in data: while a registration of
 //! 100,000 topics is decoded, applied and encoded, lookups on another connection are answered as usual.
 //!
-//! The server runs in this test's current-thread runtime, so any of the writer's work done on a runtime
-//! thread (decoding the body in the handler, or applying the batch in the writer task itself) would hold
-//! every lookup until the registration is done, and this test fails.
+//! The server runs in this test's current-thread runtime, so any of the registration's work done on a runtime
+//! thread (decoding the body in the handler itself, or applying the batch in the writer task itself) would
+//! hold every lookup until the registration is done, and this test fails.
 
 mod common;
 

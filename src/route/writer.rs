@@ -6,12 +6,13 @@
 //! also sees its routes. Order on the channel is the order of application: an unregistration queued before a
 //! registration can never remove it.
 //!
-//! Readers never wait for it, in time as well as in data: all of a batch's work (decoding registration
-//! bodies, applying, encoding changed routes, freeing what the batch replaced) runs on tokio's blocking pool,
-//! never on a worker thread that answers lookups. A registration of 100,000 topics costs the writer from a
-//! hundred milliseconds (unchanged) to a second (a new broker); lookups go on beside it. On a server with one
-//! core the kernel shares it between the two at its usual priority: a lower one (nice, SCHED_BATCH) was
-//! measured and made registrations several times slower without making lookups faster (perf/README.md).
+//! Readers never wait for it, in time as well as in data: all of a batch's work (applying, encoding changed
+//! routes, answering, freeing the snapshots it replaced) runs on tokio's blocking pool, never on a worker
+//! thread that answers lookups, and so does the decoding of registration bodies, in their handlers, before
+//! they are queued. A registration of 100,000 topics costs from under a hundred milliseconds (unchanged) to
+//! a third of a second (a new broker); lookups go on beside it. On a server with one core the kernel shares
+//! it between the two at its usual priority: a lower one (nice, SCHED_BATCH) was measured and made
+//! registrations several times slower without making lookups faster (perf/README.md).
 //! The blocking pool rather than a thread of the writer's own: tokio's paused clock (the tests' clock) knows
 //! that blocking-pool work is under way and does not jump ahead while it runs. There is still one writer: the
 //! task hands over one batch at a time and waits for it.
