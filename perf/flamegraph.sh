@@ -4,14 +4,17 @@
 #   echo:   the plain echo (the yardstick) under the same load, to set beside lookup;
 #   lookup-go: rocketns under the same load with the Go client's headers;
 #   c1000:  rocketns, 1,000 connections x 1 in flight (many clients polling);
-#   churn:  rocketns under the lookup load while every broker re-registers with a new DataVersion every 100 ms.
+#   churn:  rocketns under the lookup load while every broker re-registers with a new DataVersion every 100 ms;
+#   bigchurn: rocketns, 64 connections x 1 lookup in flight while two brokers of 100,000 topics take turns
+#           leaving and joining every 3 s (perf/compare.sh's bigchurn `join` case, the heaviest for the writer).
 # Uses perf (cpu-clock sampling, frame pointers) and inferno; installs either if missing.
-#   perf/flamegraph.sh [lookup|echo|lookup-go|c1000|churn ...]      DURATION=10 by default
+#   perf/flamegraph.sh [lookup|echo|lookup-go|c1000|churn|bigchurn ...]      DURATION=10 by default;
+#   KEEP=1 keeps the work folder (perf.data, folded stacks, per-thread folded stacks).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=${DURATION:-10}
-SCENARIOS=${*:-lookup echo lookup-go c1000 churn}
+SCENARIOS=${*:-lookup echo lookup-go c1000 churn bigchurn}
 GEN_CPUS=${GEN_CPUS:-0}
 SERVER_CPUS=${SERVER_CPUS:-1}
 
@@ -26,7 +29,7 @@ RUSTFLAGS="-C force-frame-pointers=yes" cargo build --release --quiet --manifest
     --target-dir "$ROOT/target/profiling" --bin rocketns --bin rocketns-loadgen
 bin="$ROOT/target/profiling/release"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi' EXIT
 port=21000
 for scenario in $SCENARIOS; do
     port=$((port + 1))
@@ -37,6 +40,8 @@ for scenario in $SCENARIOS; do
         lookup-go) load=(--header go) ;;
         c1000) load=(--connections 1000 --in-flight 1) ;;
         churn) churn=bump ;;
+        bigchurn) load=(--connections 64 --in-flight 1 --big-brokers 2 --big-topics 100000 --big-period-ms 3000
+                        --big-mode join) ;;
         *) echo "unknown scenario $scenario" >&2; exit 2 ;;
     esac
     if [ "$server" = echo ]; then
@@ -64,4 +69,14 @@ for scenario in $SCENARIOS; do
     awk '{n = $NF; $NF = ""; k = split($0, f, ";"); leaf[f[k]] += n; total += n}
          END {for (l in leaf) printf "%5.1f%%  %s\n", 100 * leaf[l] / total, l}' "$work/folded" \
         | sort -rn | awk "NR <= 15" | tee "$ROOT/flamegraphs/$scenario.top.txt"
+    # Where the samples were taken: tokio's worker threads (which answer lookups) or the others (the blocking
+    # pool: the route writer's batches, registration bodies, large-frame buffers, file writes). A thread is a
+    # worker when any of its stacks passes through the loop of a tokio worker (libc's frames break many stacks).
+    [ "$server" = echo ] && continue
+    perf script -i "$work/perf.data" 2> /dev/null | inferno-collapse-perf --tid > "$work/tid.folded"
+    awk '{n = $NF; split($0, f, ";"); tid[NR] = f[1]; w[NR] = n; t += n; if ($0 ~ /multi_thread::worker::Context::/) worker[f[1]] = 1
+              if ($0 ~ /RouteBuilder|RouteWriter|register_body|miniz|inflate/) route[NR] = 1}
+         END {for (i = 1; i <= NR; i++) if (tid[i] in worker) {s += w[i]; if (i in route) r += w[i]}
+              printf "threads: runtime workers %.1f%% (route writing and body decoding %.1f%%), other threads (blocking pool) %.1f%%\n",
+              100 * s / t, 100 * r / t, 100 * (t - s) / t}' "$work/tid.folded" | tee -a "$ROOT/flamegraphs/$scenario.top.txt"
 done
