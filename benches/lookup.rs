@@ -64,7 +64,7 @@ fn lookup(c: &mut Criterion) {
 
     c.bench_function("snapshot_lookup", |b| {
         b.iter(|| {
-            let snapshot = handle.snapshot.load();
+            let snapshot = handle.load();
             black_box(snapshot.route_body(black_box("topic-517"), JsonStyle::Standard).map(|body| body.own.len()))
         })
     });

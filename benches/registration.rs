@@ -13,8 +13,8 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
-use rocketns::route::builder::{BrokerTopicIndex, RouteBuilder};
-use rocketns::route::{BrokerLiveTable, BrokerRegistration, RouteSnapshot};
+use rocketns::route::BrokerRegistration;
+use rocketns::route::direct::DirectTable;
 
 /// A 5.x broker's RegisterBrokerBody JSON with `topics` topics; `wide` sets topic `wide`'s queue count.
 fn body(topics: usize, counter: i64, wide: Option<usize>) -> Vec<u8> {
@@ -34,36 +34,16 @@ fn registration(name: &str, body: &[u8]) -> BrokerRegistration {
 }
 
 /// The route table after `name` registered `body`.
-struct Table {
-    snapshot: RouteSnapshot,
-    index: BrokerTopicIndex,
-    live: BrokerLiveTable,
+fn table_with(name: &str, body: &[u8]) -> DirectTable {
+    let mut t = DirectTable::new();
+    assert!(register(&mut t, name, body), "first registration publishes");
+    t
 }
 
-impl Table {
-    fn with(name: &str, body: &[u8]) -> Table {
-        let mut t = Table {
-            snapshot: RouteSnapshot::default(),
-            index: BrokerTopicIndex::default(),
-            live: BrokerLiveTable::new(),
-        };
-        let next = t.apply(&registration(name, body));
-        t.snapshot = next.expect("first registration publishes");
-        t
-    }
-
-    /// Parses nothing: applies an already decoded registration and returns what would be published.
-    fn apply(&mut self, r: &BrokerRegistration) -> Option<RouteSnapshot> {
-        let mut b = RouteBuilder::new(&self.snapshot, &mut self.index, &self.live);
-        b.register_broker(r).expect("accepted");
-        b.finish()
-    }
-}
-
-/// Decode and apply, as the server does for each REGISTER_BROKER.
-fn register(t: &mut Table, name: &str, body: &[u8]) -> Option<RouteSnapshot> {
+/// Decode and apply, as the server does for each REGISTER_BROKER; whether a snapshot was published.
+fn register(t: &mut DirectTable, name: &str, body: &[u8]) -> bool {
     let r = registration(name, body);
-    t.apply(&r)
+    t.register(&r).expect("accepted").1
 }
 
 fn registration_costs(c: &mut Criterion) {
@@ -72,22 +52,22 @@ fn registration_costs(c: &mut Criterion) {
     let mut g = c.benchmark_group("registration");
     g.sample_size(20);
     g.bench_function("parse_10k", |b| b.iter(|| RegisterBrokerBody::decode(black_box(&unchanged), false, 479)));
-    let mut t = Table::with("broker-a", &unchanged);
+    let mut t = table_with("broker-a", &unchanged);
     g.bench_function("noop_reregister_10k", |b| {
-        b.iter(|| assert!(register(&mut t, "broker-a", black_box(&unchanged)).is_none()))
+        b.iter(|| assert!(!register(&mut t, "broker-a", black_box(&unchanged))))
     });
-    let t = Table::with("broker-a", &unchanged);
+    let t = table_with("broker-a", &unchanged);
     g.bench_function("one_topic_changed_10k", |b| {
         b.iter_batched_ref(
-            || Table { snapshot: t.snapshot.clone(), index: t.index.clone(), live: BrokerLiveTable::new() },
-            |t| assert!(register(t, "broker-a", black_box(&changed)).is_some()),
+            || t.clone(),
+            |t| assert!(register(t, "broker-a", black_box(&changed))),
             criterion::BatchSize::LargeInput,
         )
     });
     g.bench_function("new_broker_10k", |b| {
         b.iter_batched_ref(
-            || Table { snapshot: t.snapshot.clone(), index: t.index.clone(), live: BrokerLiveTable::new() },
-            |t| assert!(register(t, "broker-b", black_box(&unchanged)).is_some()),
+            || t.clone(),
+            |t| assert!(register(t, "broker-b", black_box(&unchanged))),
             criterion::BatchSize::LargeInput,
         )
     });
@@ -98,7 +78,7 @@ fn publish_scaling(c: &mut Criterion) {
     let mut g = c.benchmark_group("publish_one_change");
     g.sample_size(20);
     for topics in [1_000usize, 10_000, 100_000] {
-        let base = Table::with("broker-a", &body(topics, 1, None));
+        let base = table_with("broker-a", &body(topics, 1, None));
         // The changed topic arrives through REGISTER_TOPIC_IN_NAMESRV: one topic, no body to parse.
         let queue = rocketns::protocol::QueueData {
             broker_name: "broker-a".into(),
@@ -109,12 +89,8 @@ fn publish_scaling(c: &mut Criterion) {
         };
         g.bench_with_input(BenchmarkId::from_parameter(topics), &topics, |b, _| {
             b.iter_batched_ref(
-                || Table { snapshot: base.snapshot.clone(), index: base.index.clone(), live: BrokerLiveTable::new() },
-                |t| {
-                    let mut builder = RouteBuilder::new(&t.snapshot, &mut t.index, &t.live);
-                    builder.register_topic("topic-7", vec![queue.clone()]);
-                    black_box(builder.finish().expect("changed"))
-                },
+                || base.clone(),
+                |t| assert!(black_box(t.register_topic("topic-7", vec![queue.clone()])), "changed"),
                 criterion::BatchSize::LargeInput,
             )
         });
@@ -123,7 +99,7 @@ fn publish_scaling(c: &mut Criterion) {
     let big = body(100_000, 1, None);
     let mut g = c.benchmark_group("first_snapshot");
     g.sample_size(10);
-    g.bench_function("100k_topics", |b| b.iter(|| black_box(Table::with("broker-a", &big).snapshot.topics.len())));
+    g.bench_function("100k_topics", |b| b.iter(|| black_box(table_with("broker-a", &big).snapshot().topics.len())));
     g.finish();
 }
 

@@ -114,6 +114,7 @@ impl AccessControl {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The `Signature` a client with this secret sends for these fields and body (tests, the load generator).
 pub fn signature(secret: &str, ext: &ExtFields, body: &[u8]) -> String {
     BASE64.encode(signer(secret, ext, body).finalize().into_bytes())

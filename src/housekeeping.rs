@@ -1,11 +1,13 @@
 //! Broker housekeeping: the periodic scan that removes brokers whose heartbeats stopped
-//! (Java's `scanNotActiveBroker`), and the clean-up when a broker's connection closes.
+//! (Java's `scanNotActiveBroker`), the route saver that writes the warm-restart route file, and the
+//! clean-up when a broker's connection closes.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::config::SharedConfig;
+use crate::metrics::Metrics;
 use crate::route::{ConnId, RouteHandle, RouteMutation};
 
 /// Every `scanNotActiveBrokerInterval` (first after one interval; a runtime change applies from the next
@@ -27,13 +29,16 @@ pub async fn scan_inactive_brokers(routes: RouteHandle, config: SharedConfig) {
 /// Writes the route snapshot file for warm restart every `routeSnapshotIntervalSeconds` when the routes
 /// changed since the last write, until `stop` fires; then writes it a last time (with `warmRestart`) and
 /// returns. The one task that writes the file, so no two writes ever overlap; `stop` is only heard between
-/// writes, so none is cut short.
+/// writes, so none is cut short. A write that fails (a full disk) is logged, counted
+/// (`rocketns_file_write_failures_total{file="routes"}`) and tried again at the next period; the file
+/// written last stays whole, since every write replaces it atomically.
 pub async fn save_routes_periodically(
     routes: RouteHandle,
     config: SharedConfig,
+    metrics: std::sync::Arc<Metrics>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let mut saved_version = routes.snapshot.load().version;
+    let mut saved_version = routes.load().version;
     loop {
         let period = Duration::from_secs(config.load().route_snapshot_interval_seconds.max(1));
         tokio::select! {
@@ -41,23 +46,23 @@ pub async fn save_routes_periodically(
             _ = &mut stop => break,
         }
         let config = config.load_full();
-        let version = routes.snapshot.load().version;
+        let version = routes.load().version;
         if config.warm_restart
             && version != saved_version
-            && let Some(saved) = save_routes(&routes, &config.route_snapshot_file()).await
+            && let Some(saved) = save_routes(&routes, &config.route_snapshot_file(), &metrics).await
         {
             saved_version = saved;
         }
     }
     let config = config.load_full();
     if config.warm_restart {
-        save_routes(&routes, &config.route_snapshot_file()).await;
+        save_routes(&routes, &config.route_snapshot_file(), &metrics).await;
     }
 }
 
 /// Writes the routes to `path`, atomically, and returns the version of the snapshot written. With no routes
 /// there is nothing to serve after a restart: no file is written, and one left by earlier routes is removed.
-async fn save_routes(routes: &RouteHandle, path: &std::path::Path) -> Option<u64> {
+async fn save_routes(routes: &RouteHandle, path: &std::path::Path, metrics: &Metrics) -> Option<u64> {
     let to_save = match routes.routes_to_save().await {
         Ok(r) => r,
         Err(e) => {
@@ -85,11 +90,13 @@ async fn save_routes(routes: &RouteHandle, path: &std::path::Path) -> Option<u64
             Some(version)
         }
         Ok(Err(e)) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot write the route snapshot file");
+            metrics.file_write_failures.routes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the route snapshot file; trying again next period");
             None
         }
         Err(e) => {
-            tracing::warn!(error = %e, "route snapshot writer failed");
+            metrics.file_write_failures.routes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, "route snapshot writer failed; trying again next period");
             None
         }
     }

@@ -27,10 +27,11 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-/// Serves the router on `listener` until the task is aborted.
+/// Serves the router on `listener` until the task is aborted; returning at all is a failure, which the
+/// server's supervision turns into a stop (`server.rs`).
 pub async fn serve(listener: tokio::net::TcpListener, state: ServerState) {
     if let Err(e) = axum::serve(listener, router(state)).await {
-        tracing::warn!(error = %e, "metrics HTTP server stopped");
+        tracing::error!(error = %e, "metrics HTTP server stopped");
     }
 }
 
@@ -39,7 +40,7 @@ fn json(body: Vec<u8>) -> Response {
 }
 
 async fn metrics(State(p): State<ServerState>) -> Response {
-    let snapshot = p.routes.snapshot.load();
+    let snapshot = p.routes.load();
     let c = &p.routes.counters;
     let counters = [
         ("rocketns_registrations_total", "REGISTER_BROKER requests applied.", c.registrations.load(Ordering::Relaxed)),
@@ -66,14 +67,14 @@ async fn readyz(State(p): State<ServerState>) -> Response {
 }
 
 async fn route(State(p): State<ServerState>, Path(topic): Path<String>) -> Response {
-    match p.routes.snapshot.load().route_body(&topic, JsonStyle::Standard) {
+    match p.routes.load().route_body(&topic, JsonStyle::Standard) {
         Some(body) => json(body.to_vec()),
         None => (StatusCode::NOT_FOUND, json(br#"{"error":"no route for this topic"}"#.to_vec())).into_response(),
     }
 }
 
 async fn cluster(State(p): State<ServerState>) -> Response {
-    let body = p.routes.snapshot.load().cluster_info_body();
+    let body = p.routes.load().cluster_info_body();
     // The wire form has fastjson's bare numeric keys; tools want standard JSON.
     json(crate::protocol::lenient::quote_bare_keys(&body).unwrap_or_else(|| body.to_vec()))
 }

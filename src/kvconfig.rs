@@ -1,13 +1,17 @@
 //! The KV config store (Java's `KVConfigManager`): namespace → key → value, kept in memory and persisted to
 //! `kvConfigPath` in Java's file format, `{"configTable":{ns:{k:v}}}`.
 //!
-//! Every change rewrites the file atomically and is acknowledged only once it is on disk, so a crash at any
-//! moment leaves a file that parses and holds every acknowledged write.
+//! Acknowledged means on disk, and a change that fails changes nothing: each change builds the next table,
+//! writes the whole file atomically (a crash at any moment leaves a file that parses and holds every
+//! acknowledged write), and only then publishes the table in memory. A change that cannot be written leaves
+//! memory and file as they were. Changes are made one at a time, through a [`KvWriter`]; whoever holds it
+//! also decides what else follows a change in the same order (ORDER_TOPIC_CONFIG's routes, `processor/kv.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use serde::Deserialize;
 
 use crate::json::{self, JsonStyle};
@@ -34,9 +38,16 @@ struct KvFile {
 
 pub struct KvConfigStore {
     path: PathBuf,
-    table: RwLock<Table>,
-    /// Serializes file writes; held while the table is encoded and written.
-    persist_lock: Mutex<()>,
+    /// The table as last written to the file.
+    table: ArcSwap<Table>,
+    /// One change at a time, from building the next table to publishing it.
+    writer: tokio::sync::Mutex<()>,
+}
+
+/// The right to change the store, one change after another, held by one caller at a time.
+pub struct KvWriter<'a> {
+    store: &'a KvConfigStore,
+    _turn: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl KvConfigStore {
@@ -54,57 +65,75 @@ impl KvConfigStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Table::new(),
             Err(e) => return Err(KvError::Load { path: path.display().to_string(), message: e.to_string() }),
         };
-        Ok(KvConfigStore { path: path.to_path_buf(), table: RwLock::new(table), persist_lock: Mutex::new(()) })
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
-        self.table.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
-        self.table.write().unwrap_or_else(|p| p.into_inner())
+        Ok(KvConfigStore {
+            path: path.to_path_buf(),
+            table: ArcSwap::from_pointee(table),
+            writer: tokio::sync::Mutex::new(()),
+        })
     }
 
     pub fn get(&self, namespace: &str, key: &str) -> Option<String> {
-        self.read().get(namespace).and_then(|kv| kv.get(key)).cloned()
+        self.table.load().get(namespace).and_then(|kv| kv.get(key)).cloned()
     }
 
     /// The whole namespace, or `None` when it was never created.
     pub fn namespace(&self, namespace: &str) -> Option<BTreeMap<String, String>> {
-        self.read().get(namespace).cloned()
-    }
-
-    /// Stores the pair and persists; returns once the file holds it.
-    pub async fn put(self: &Arc<Self>, namespace: &str, key: &str, value: &str) -> Result<(), KvError> {
-        self.write().entry(namespace.to_string()).or_default().insert(key.to_string(), value.to_string());
-        self.persist().await
-    }
-
-    /// Removes the key (the namespace stays, possibly empty) and persists. Returns whether it existed.
-    pub async fn delete(self: &Arc<Self>, namespace: &str, key: &str) -> Result<bool, KvError> {
-        let existed = self.write().get_mut(namespace).is_some_and(|kv| kv.remove(key).is_some());
-        if existed {
-            self.persist().await?;
-        }
-        Ok(existed)
-    }
-
-    async fn persist(self: &Arc<Self>) -> Result<(), KvError> {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || store.persist_blocking())
-            .await
-            .map_err(|e| KvError::Persist { path: self.path.display().to_string(), source: std::io::Error::other(e) })?
-    }
-
-    fn persist_blocking(&self) -> Result<(), KvError> {
-        let _guard = self.persist_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let contents = encode_kv_file(&self.read());
-        crate::fsutil::write_atomically(&self.path, &contents)
-            .map_err(|source| KvError::Persist { path: self.path.display().to_string(), source })
+        self.table.load().get(namespace).cloned()
     }
 
     pub fn entry_count(&self) -> usize {
-        self.read().values().map(BTreeMap::len).sum()
+        self.table.load().values().map(BTreeMap::len).sum()
+    }
+
+    /// Waits for the turn to change the store.
+    pub async fn writer(&self) -> KvWriter<'_> {
+        KvWriter { store: self, _turn: self.writer.lock().await }
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    /// Stores the pair; returns once the file holds it (see [`KvWriter::put`]).
+    pub async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), KvError> {
+        self.writer().await.put(namespace, key, value).await
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    /// Removes the key (see [`KvWriter::delete`]).
+    pub async fn delete(&self, namespace: &str, key: &str) -> Result<bool, KvError> {
+        self.writer().await.delete(namespace, key).await
+    }
+}
+
+impl KvWriter<'_> {
+    /// Stores the pair: written to the file, then visible. On an error nothing changed.
+    pub async fn put(&mut self, namespace: &str, key: &str, value: &str) -> Result<(), KvError> {
+        let mut next = Table::clone(&self.store.table.load());
+        next.entry(namespace.to_string()).or_default().insert(key.to_string(), value.to_string());
+        self.publish(next).await
+    }
+
+    /// Removes the key (the namespace stays, possibly empty): written, then visible. Returns whether it
+    /// existed; nothing is written when it did not. On an error nothing changed.
+    pub async fn delete(&mut self, namespace: &str, key: &str) -> Result<bool, KvError> {
+        let current = self.store.table.load_full();
+        if !current.get(namespace).is_some_and(|kv| kv.contains_key(key)) {
+            return Ok(false);
+        }
+        let mut next = Table::clone(&current);
+        next.get_mut(namespace).map(|kv| kv.remove(key));
+        self.publish(next).await.map(|()| true)
+    }
+
+    async fn publish(&mut self, next: Table) -> Result<(), KvError> {
+        let path = self.store.path.clone();
+        let persist_error = |source| KvError::Persist { path: self.store.path.display().to_string(), source };
+        let written = tokio::task::spawn_blocking(move || {
+            crate::fsutil::write_atomically(&path, &encode_kv_file(&next)).map(|()| next)
+        })
+        .await
+        .map_err(|e| persist_error(std::io::Error::other(e)))?;
+        let next = written.map_err(persist_error)?;
+        self.store.table.store(Arc::new(next));
+        Ok(())
     }
 }
 
@@ -164,7 +193,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kvConfig.json");
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(*KvConfigStore::load(&path).unwrap().read(), table);
+        assert_eq!(**KvConfigStore::load(&path).unwrap().table.load(), table);
     }
 
     /// KVConfigManagerTest#testPutKVConfig and #testDeleteKVConfig.
@@ -172,7 +201,7 @@ mod tests {
     async fn put_get_delete_and_reload() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("namesrv").join("kvConfig.json");
-        let store = Arc::new(KvConfigStore::load(&path).unwrap());
+        let store = KvConfigStore::load(&path).unwrap();
         store.put(ORDER_TOPIC_CONFIG, "UnitTest", "test").await.unwrap();
         assert!(store.namespace(ORDER_TOPIC_CONFIG).is_some());
         assert_eq!(store.get(ORDER_TOPIC_CONFIG, "UnitTest").as_deref(), Some("test"));

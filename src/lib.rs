@@ -1,33 +1,64 @@
 //! rocketns: a drop-in Apache RocketMQ NameServer.
 //!
-//! Layout, following the Java NameServer's split:
-//! - [`remoting`]: frames and command headers (the wire codec);
-//! - [`protocol`]: RocketMQ data types and their exact JSON;
-//! - [`route`]: immutable route snapshots, the single writer, broker liveness;
-//! - [`processor`]: request dispatch, one handler per code; [`error`] maps failures to response codes;
-//! - [`connection`], [`server`], [`housekeeping`]: I/O and timers; [`frame_budget`]: memory for large frames; [`http`] and [`metrics`]: the operator's port;
-//! - [`kvconfig`]: the KV config store; [`fsutil`]: crash-safe file writes;
-//! - [`config`]: the Java configuration keys, and which of them may change at runtime.
+//! To embed it: load or build a [`NamesrvConfig`] (the Java NameServer's keys), [`NameServer::bind`] it,
+//! and [`NameServer::run`] it until a shutdown future completes; [`server::ServeError`] says why it stopped
+//! on its own. That is the whole public API. Everything else is internal (public only with the `testing`
+//! feature, for this crate's tests, benches, fuzz targets and load generator), laid out as the Java
+//! NameServer is split:
+//! - `remoting`: frames and command headers (the wire codec); `json`: the fastjson-compatible JSON writer;
+//! - `protocol`: RocketMQ data types and their exact JSON; request and response codes;
+//! - `route`: immutable route snapshots, the single writer, broker liveness, the warm-restart file;
+//! - `processor`: request dispatch, one handler per code, over the server's shared state (`state`);
+//!   `error`: failures mapped to response codes in one place; `acl`: request signatures;
+//! - `connection`, `server`: I/O, accept loop, supervision; `tls`: optional TLS; `housekeeping`: expiry
+//!   scan and route saver; `frame_budget`: memory for large frames;
+//! - `http` and `metrics`: the operator's port;
+//! - `kvconfig`: the KV config store; `fsutil`: crash-safe file writes;
+//! - `config`: the Java configuration keys, and which of them may change at runtime;
+//! - `testing` (feature `testing`): helpers for tests, benches and the load generator.
 
-pub mod acl;
+#![forbid(unsafe_code)]
+
+/// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
+/// [`NamesrvConfig`] and the [`config`] and [`server`] modules), public with the `testing` feature, for the
+/// crate's own tests, benches, fuzz targets and load generator.
+macro_rules! internal_modules {
+    ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
+        $(
+            $(#[$attr])*
+            #[cfg(feature = "testing")]
+            pub mod $name;
+            $(#[$attr])*
+            #[cfg(not(feature = "testing"))]
+            mod $name;
+        )*
+    };
+}
+
 pub mod config;
-mod connection;
-pub mod error;
-pub mod frame_budget;
-pub mod fsutil;
-pub mod housekeeping;
-pub mod http;
-pub mod json;
-pub mod kvconfig;
-pub mod metrics;
-pub mod processor;
-pub mod protocol;
-pub mod remoting;
-pub mod route;
 pub mod server;
-pub mod state;
+
+internal_modules!(
+    acl,
+    connection,
+    error,
+    frame_budget,
+    fsutil,
+    housekeeping,
+    http,
+    json,
+    kvconfig,
+    metrics,
+    processor,
+    protocol,
+    remoting,
+    route,
+    state,
+    tls,
+);
+
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod tls;
 
 pub use config::NamesrvConfig;
 pub use server::NameServer;

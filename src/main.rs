@@ -1,5 +1,8 @@
 //! `rocketns`: start the NameServer, like `mqnamesrv`.
 
+// One unsafe call, the prctl below; the library forbids unsafe code altogether.
+#![deny(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -114,6 +117,7 @@ fn no_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: prctl with PR_SET_THP_DISABLE takes plain integers and touches no memory of ours.
+        #[allow(unsafe_code)]
         let failed = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0;
         if failed {
             eprintln!("rocketns: transparent huge pages stay on: {}", std::io::Error::last_os_error());

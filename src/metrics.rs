@@ -78,6 +78,19 @@ pub struct Metrics {
     pub large_frames_no_room: AtomicU64,
     /// Connections closed because their large frame did not arrive in time.
     pub large_frames_too_slow: AtomicU64,
+    /// Writes of the server's files that failed (the change was refused, or for the route file, retried).
+    pub file_write_failures: FileWriteFailures,
+}
+
+/// Failed writes, per file.
+#[derive(Debug, Default)]
+pub struct FileWriteFailures {
+    /// `kvConfigPath`: a KV change refused.
+    pub kv: AtomicU64,
+    /// The `-c` file written back on UPDATE_NAMESRV_CONFIG: the update refused.
+    pub config: AtomicU64,
+    /// The warm-restart route file: tried again at the next period.
+    pub routes: AtomicU64,
 }
 
 /// A connection's own tally, added to the shared counters once per batch of requests.
@@ -127,6 +140,7 @@ impl Metrics {
             large_frame_bytes: AtomicI64::new(0),
             large_frames_no_room: AtomicU64::new(0),
             large_frames_too_slow: AtomicU64::new(0),
+            file_write_failures: FileWriteFailures::default(),
         }
     }
 
@@ -183,6 +197,13 @@ impl Metrics {
                 "rocketns_large_frames_refused_total{{reason=\"{reason}\"}} {}",
                 n.load(Ordering::Relaxed)
             );
+        }
+        out.push_str("# HELP rocketns_file_write_failures_total Writes of the server's files that failed: kv (kvConfigPath; the change was refused), config (the -c file, on UPDATE_NAMESRV_CONFIG; the update was refused), routes (the warm-restart route file; tried again next period).\n");
+        out.push_str("# TYPE rocketns_file_write_failures_total counter\n");
+        let f = &self.file_write_failures;
+        for (file, n) in [("kv", &f.kv), ("config", &f.config), ("routes", &f.routes)] {
+            let _ =
+                writeln!(out, "rocketns_file_write_failures_total{{file=\"{file}\"}} {}", n.load(Ordering::Relaxed));
         }
         let connections_total = self.connections_total.load(Ordering::Relaxed);
         let connections = self.connections.load(Ordering::Relaxed);

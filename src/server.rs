@@ -93,15 +93,17 @@ impl NameServer {
     /// are still served, clients newer than 5.3.1 being told GO_AWAY as Java does; the routes are saved for
     /// warm restart; then everything stops.
     ///
-    /// The route writer, the expiry scan and the saver are watched: if one ends (a panic, a bug) the server
-    /// stops at once, reporting not ready, and returns the error so that the process exits non-zero. It is
+    /// The route writer, the expiry scan, the saver and the metrics HTTP server (when `metricsPort` is set)
+    /// are watched: if one ends (a panic, a bug, the HTTP server's listener failing) the server stops at
+    /// once, reporting not ready, and returns the error so that the process exits non-zero. The HTTP server
+    /// is not restarted either: a NameServer whose health port is gone looks dead to every probe and scrape,
+    /// and a restart of the process (systemd's, Kubernetes's) is what its operator watches for. It is
     /// not restarted in place: the writer's state beside the published snapshot (the per-broker topic index,
     /// the live entries of a batch it was applying) cannot be trusted after a panic, whereas a supervisor's
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let NameServer { listener, tls, metrics_listener, state, writer } = self;
-        let http = metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, state.clone())));
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
         let mut tasks = Supervised {
             writer: tokio::spawn(writer.run()),
@@ -109,8 +111,10 @@ impl NameServer {
             saver: tokio::spawn(housekeeping::save_routes_periodically(
                 state.routes.clone(),
                 state.config.clone(),
+                state.metrics.clone(),
                 saver_stop,
             )),
+            http: metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, state.clone()))),
         };
         let budget_bytes = usize::try_from(state.config.load().large_frame_buffer_bytes).unwrap_or(usize::MAX);
         let budget = FrameBudget::new(budget_bytes, state.metrics.clone());
@@ -159,9 +163,6 @@ impl NameServer {
             tracing::error!(error = %failure, "stopping: the routes can no longer be kept");
             connections.shutdown().await;
             tasks.abort();
-            if let Some(http) = http {
-                http.abort();
-            }
             return Err(failure);
         }
         let config = state.config.load_full();
@@ -180,19 +181,18 @@ impl NameServer {
             tracing::error!(error = %e, "the route snapshot saver failed at shutdown");
         }
         connections.shutdown().await;
-        if let Some(http) = http {
-            http.abort();
-        }
         tasks.abort();
         Ok(())
     }
 }
 
-/// The background tasks the routes depend on, watched while the server serves.
+/// The background tasks the server depends on, watched while it serves.
 struct Supervised {
     writer: JoinHandle<()>,
     scan: JoinHandle<()>,
     saver: JoinHandle<()>,
+    /// The metrics and health port, when configured: an operator's probes and scrapes depend on it.
+    http: Option<JoinHandle<()>>,
 }
 
 impl Supervised {
@@ -203,6 +203,12 @@ impl Supervised {
             ended = &mut self.writer => task_ended("route writer", ended),
             ended = &mut self.scan => task_ended("expiry scan", ended),
             ended = &mut self.saver => task_ended("route snapshot saver", ended),
+            ended = async {
+                match &mut self.http {
+                    Some(http) => http.await,
+                    None => std::future::pending().await,
+                }
+            } => task_ended("metrics HTTP server", ended),
         }
     }
 
@@ -210,6 +216,9 @@ impl Supervised {
         self.writer.abort();
         self.scan.abort();
         self.saver.abort();
+        if let Some(http) = &self.http {
+            http.abort();
+        }
     }
 }
 
@@ -344,6 +353,7 @@ mod tests {
             writer: tokio::spawn(async { panic!("a bug in the route builder") }),
             scan: pending(),
             saver: pending(),
+            http: None,
         };
         match tasks.ended().await {
             ServeError::TaskEnded { task, reason } => {
@@ -356,9 +366,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_scan_that_returns_is_reported() {
-        let mut tasks = Supervised { writer: pending(), scan: tokio::spawn(async {}), saver: pending() };
+        let mut tasks = Supervised { writer: pending(), scan: tokio::spawn(async {}), saver: pending(), http: None };
         let failure = tasks.ended().await;
         assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
+        tasks.abort();
+    }
+
+    /// The metrics port is watched like the route tasks: its server ending stops the name server.
+    #[tokio::test]
+    async fn a_metrics_server_that_ends_is_reported() {
+        let mut tasks =
+            Supervised { writer: pending(), scan: pending(), saver: pending(), http: Some(tokio::spawn(async {})) };
+        let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
+        assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
         tasks.abort();
     }
 
@@ -386,12 +406,12 @@ mod tests {
         assert!(task.await.expect_err("the task panicked").is_panic());
         assert_eq!(state.metrics.connections.load(Ordering::Relaxed), 0);
         for _ in 0..100 {
-            if routes.snapshot.load().brokers.is_empty() {
+            if routes.load().brokers.is_empty() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert!(routes.snapshot.load().brokers.is_empty(), "the broker of the connection is removed");
-        assert!(routes.snapshot.load().topics.is_empty());
+        assert!(routes.load().brokers.is_empty(), "the broker of the connection is removed");
+        assert!(routes.load().topics.is_empty());
     }
 }

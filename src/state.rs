@@ -22,8 +22,6 @@ pub struct ServerState {
     pub started: Instant,
     /// Serializes config updates, so that two at once cannot lose one another.
     pub(crate) config_update: Arc<tokio::sync::Mutex<()>>,
-    /// Serializes ORDER_TOPIC_CONFIG changes, so that the KV file and the routes apply them in one order.
-    pub(crate) order_topic_conf_changes: Arc<tokio::sync::Mutex<()>>,
     /// Set when the server is stopping: newer clients are told to go away.
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -45,7 +43,6 @@ impl ServerState {
             config_file,
             started: Instant::now(),
             config_update: Default::default(),
-            order_topic_conf_changes: Default::default(),
             shutting_down: Default::default(),
             metrics: Default::default(),
             access_control: None,

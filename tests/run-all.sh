@@ -23,7 +23,7 @@ stages=(fmt clippy readme-run test fuzz interop java-reference java-side-by-side
     java-signing)
 declare -A what=(
     [fmt]="cargo fmt --check"
-    [clippy]="cargo clippy, warnings denied"
+    [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
     [readme-run]="the README's first command, as cargo run -- -p"
     [test]="cargo test: unit, wire and real-binary tests"
     [fuzz]="a few seconds of each fuzz target"
@@ -38,7 +38,7 @@ declare -A what=(
 run_stage() {
     case $1 in
         fmt) cargo fmt --all -- --check ;;
-        clippy) cargo clippy --all-targets --quiet -- -D warnings ;;
+        clippy) cargo clippy --all-targets --quiet -- -D warnings && cargo clippy -p rocketns --lib --quiet -- -D warnings ;;
         readme-run) cargo run --quiet -- -p > "$scratch/printed-config" && grep -q '^listenPort=9876$' "$scratch/printed-config" ;;
         test) cargo test --all-targets 2>&1 | tee "$scratch/cargo-test.log" ;;
         fuzz) bash tests/fuzz-smoke.sh ;;

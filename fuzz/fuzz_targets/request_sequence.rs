@@ -79,7 +79,7 @@ fuzz_target!(|data: &[u8]| {
         }
         // Let queued unregistrations land, then look.
         let _ = routes.apply(|done| RouteMutation::DeleteTopic { topic: String::new(), cluster: None, done }).await;
-        check(&routes.snapshot.load());
+        check(&routes.load());
         writer.abort();
     });
 });

@@ -1,9 +1,9 @@
 //! KV config: PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE.
 //!
-//! A change is acknowledged once it is on disk; a change of namespace ORDER_TOPIC_CONFIG also re-encodes that
-//! topic's route before the reply. Changes of that namespace are made one at a time, the KV write and the
-//! writer's queue position together, with the value written: the routes apply them in the order the file
-//! does, so the route's `orderTopicConf` always ends as the file's value.
+//! A change is acknowledged once it is on disk, and one that cannot be written changes nothing (the store,
+//! `kvconfig.rs`). A change of namespace ORDER_TOPIC_CONFIG also re-encodes that topic's route before the
+//! reply, while the store's writer turn is held: the routes take the changes in the order the file does,
+//! so a route's `orderTopicConf` always ends as the file's value, and a change that failed reaches neither.
 
 use bytes::Bytes;
 
@@ -23,14 +23,17 @@ fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError
 
 /// Applies a KV change (`Some` a put, `None` a delete) to the store and, for ORDER_TOPIC_CONFIG, to the routes.
 async fn change(p: &ServerState, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
-    let ordered_topic = namespace == ORDER_TOPIC_CONFIG;
-    let _sequence = if ordered_topic { Some(p.order_topic_conf_changes.lock().await) } else { None };
+    let mut writer = p.kv.writer().await;
     match value {
-        Some(value) => p.kv.put(namespace, key, value).await,
-        None => p.kv.delete(namespace, key).await.map(|_existed| ()),
+        Some(value) => writer.put(namespace, key, value).await,
+        None => writer.delete(namespace, key).await.map(|_existed| ()),
     }
-    .map_err(|e| RequestError::Persist(e.to_string()))?;
-    if ordered_topic {
+    .map_err(|e| {
+        p.metrics.file_write_failures.kv.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(error = %e, namespace, key, "KV change refused: the file could not be written");
+        RequestError::Persist(e.to_string())
+    })?;
+    if namespace == ORDER_TOPIC_CONFIG {
         let (topic, value) = (key.to_string(), value.map(str::to_string));
         p.routes.apply(|done| RouteMutation::OrderTopicConf { topic, value, done }).await?;
     }

@@ -1,7 +1,8 @@
 //! GET_NAMESRV_CONFIG and UPDATE_NAMESRV_CONFIG.
 //!
-//! An update is checked whole against the allow-list (see `config::update`), applied live, and written back
-//! only to the file given with `-c`: no request ever decides where a file is written.
+//! An update is checked whole against the allow-list (see `config::update`), written back to the file given
+//! with `-c` (no request ever decides where a file is written), and only then applied: an update that
+//! cannot be written is refused and changes nothing.
 
 use std::sync::Arc;
 
@@ -32,10 +33,14 @@ pub(super) async fn update_config(p: &ServerState, req: &RemotingCommand) -> Res
     if let Some(path) = &p.config_file {
         let contents = next.to_properties_text();
         let path = path.clone();
-        tokio::task::spawn_blocking(move || crate::fsutil::write_atomically(&path, contents.as_bytes()))
+        let written = tokio::task::spawn_blocking(move || crate::fsutil::write_atomically(&path, contents.as_bytes()))
             .await
-            .map_err(|e| RequestError::Persist(e.to_string()))?
-            .map_err(|e| RequestError::Persist(format!("cannot write the config file: {e}")))?;
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        if let Err(e) = written {
+            p.metrics.file_write_failures.config.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, "config update refused: the config file could not be written");
+            return Err(RequestError::Persist(format!("cannot write the config file: {e}")));
+        }
     }
     let routes = route_config(&next);
     p.config.store(Arc::new(next));

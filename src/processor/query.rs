@@ -49,7 +49,7 @@ pub(super) fn answer_route_info(
         return Err(RequestError::NotReady);
     }
     let topic = req.ext("topic");
-    let snapshot = p.routes.snapshot.load();
+    let snapshot = p.routes.load();
     let zone_route;
     let body = match (topic, requested_zone(req)) {
         (Some(t), None) => snapshot.route_body(t, route_style(req)),
@@ -70,7 +70,7 @@ pub(super) fn answer_route_info(
 
 pub(super) fn get_broker_cluster_info(p: &ServerState) -> RemotingCommand {
     let mut resp = success();
-    resp.body = p.routes.snapshot.load().cluster_info_body();
+    resp.body = p.routes.load().cluster_info_body();
     resp
 }
 
@@ -85,7 +85,7 @@ pub(super) fn get_all_topic_list(p: &ServerState) -> Result<RemotingCommand, Req
         return Err(RequestError::Disabled);
     }
     let mut resp = success();
-    resp.body = p.routes.snapshot.load().topic_list_body();
+    resp.body = p.routes.load().topic_list_body();
     Ok(resp)
 }
 
@@ -95,7 +95,7 @@ pub(super) fn get_topics_by_cluster(p: &ServerState, req: &RemotingCommand) -> R
         return Err(RequestError::Disabled);
     }
     let cluster = required(req, "cluster")?;
-    let snapshot = p.routes.snapshot.load();
+    let snapshot = p.routes.load();
     let brokers: Vec<&Arc<str>> = snapshot.broker_names_of(cluster).collect();
     let mut topics: Vec<&str> = snapshot
         .topics
@@ -110,7 +110,7 @@ pub(super) fn get_topics_by_cluster(p: &ServerState, req: &RemotingCommand) -> R
 /// GET_SYSTEM_TOPIC_LIST_FROM_NS: every cluster and broker name (brokers create topics named after them),
 /// and one broker address to ask for the rest.
 pub(super) fn get_system_topic_list(p: &ServerState) -> RemotingCommand {
-    let snapshot = p.routes.snapshot.load();
+    let snapshot = p.routes.load();
     let mut names: Vec<&str> = Vec::new();
     for (cluster, brokers) in snapshot.clusters.iter() {
         names.push(cluster);
@@ -135,7 +135,7 @@ pub(super) fn get_unit_topic_list(p: &ServerState, code: i32) -> Result<Remoting
         request::GET_HAS_UNIT_SUB_TOPIC_LIST => flag & FLAG_UNIT_SUB != 0,
         _ => flag & FLAG_UNIT_SUB != 0 && flag & FLAG_UNIT == 0,
     };
-    let snapshot = p.routes.snapshot.load();
+    let snapshot = p.routes.load();
     let mut topics: Vec<&str> = snapshot
         .topics
         .iter()
@@ -151,7 +151,7 @@ pub(super) fn get_unit_topic_list(p: &ServerState, code: i32) -> Result<Remoting
 pub(super) fn get_broker_member_group(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let cluster = required(req, "clusterName")?;
     let broker_name = required(req, "brokerName")?;
-    let snapshot = p.routes.snapshot.load();
+    let snapshot = p.routes.load();
     let empty = BTreeMap::new();
     let addrs = snapshot.brokers.get(broker_name).map(|b| &b.broker_addrs).unwrap_or(&empty);
     let mut body = Vec::with_capacity(128);

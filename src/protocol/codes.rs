@@ -31,7 +31,6 @@ pub mod request {
 pub mod response {
     pub const SUCCESS: i32 = 0;
     pub const SYSTEM_ERROR: i32 = 1;
-    pub const SYSTEM_BUSY: i32 = 2;
     pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
     pub const NO_PERMISSION: i32 = 16;
     pub const TOPIC_NOT_EXIST: i32 = 17;

@@ -19,7 +19,7 @@ pub struct DataVersion {
 
 impl DataVersion {
     /// fastjson's encoding: `{"counter":5,"stateVersion":0,"timestamp":1700000000000}`.
-    pub fn to_json(&self) -> Vec<u8> {
+    pub fn to_json(self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(b"{\"counter\":");
         json::write_int(&mut out, self.counter);

@@ -61,6 +61,7 @@ pub fn i32_or_zero<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
     i32::try_from(v).map_err(|_| de::Error::custom("integer out of int range"))
 }
 
+#[cfg(any(test, feature = "testing"))]
 pub fn opt_i32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
     match d.deserialize_any(NumberVisitor)? {
         None => Ok(None),

@@ -34,6 +34,7 @@ pub struct TopicConfig {
 }
 
 impl TopicConfig {
+    #[cfg(any(test, feature = "testing"))]
     /// A topic config as a broker sends it; `topicSysFlag` 0.
     pub fn new(name: impl Into<String>, read_queue_nums: i32, write_queue_nums: i32, perm: i32) -> Self {
         TopicConfig { topic_name: Some(name.into()), read_queue_nums, write_queue_nums, perm, topic_sys_flag: 0 }

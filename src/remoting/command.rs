@@ -144,10 +144,12 @@ impl ExtFields {
         self.frame = header;
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn len(&self) -> usize {
         self.fields.len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.fields.is_empty()
     }
@@ -209,6 +211,7 @@ pub struct RemotingCommand {
 }
 
 impl RemotingCommand {
+    #[cfg(any(test, feature = "testing"))]
     /// A request as a client would send it (used by tests, the load generator and tools).
     pub fn request(code: i32, ext_fields: ExtFields) -> Self {
         RemotingCommand {
@@ -256,6 +259,7 @@ impl RemotingCommand {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Writes the whole frame (prefix, header, body) into `dst`.
     pub fn encode(&self, ty: SerializeType, dst: &mut BytesMut) {
         self.encode_head(ty, self.body.len(), dst);

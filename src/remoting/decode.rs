@@ -7,6 +7,7 @@ use bytes::Bytes;
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
 use super::frame::{RawFrame, SerializeType};
 use super::json_header::decode_json_frame;
+#[cfg(any(test, feature = "testing"))]
 pub use super::json_header::{decode_general, decode_json_header};
 
 /// A header that cannot be decoded; like Java, the connection is then closed without a reply.
@@ -74,6 +75,7 @@ fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(bytes)
 }
 
+#[cfg(any(test, feature = "testing"))]
 pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
     decode_binary_frame(Bytes::copy_from_slice(header))
 }

@@ -297,6 +297,7 @@ fn ext_fields(r: &mut Reader<'_>) -> Result<Option<ExtFields>, HeaderError> {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Reads a JSON header: the plain form every client writes in one fast pass (`json_header_plain`), anything
 /// else with the general reader.
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError> {

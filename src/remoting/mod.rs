@@ -7,7 +7,10 @@ mod json_header;
 mod json_header_plain;
 mod out_queue;
 
+#[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use command::{ExtFields, LanguageCode, RemotingCommand};
+#[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use decode::{HeaderError, decode_command};
+#[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use frame::{FrameDecoder, FrameError, RawFrame, SerializeType, announced_frame_len};
 pub use out_queue::OutQueue;

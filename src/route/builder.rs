@@ -1,8 +1,9 @@
 //! `RouteBuilder`: applies route mutations to the next snapshot, the way Java's `RouteInfoManager` applies
 //! them to its tables, and re-encodes only the topics whose route changed.
 //!
-//! Everything here is synchronous and pure apart from the liveness table; the writer task owns the only
-//! builder, so no lock is needed.
+//! Everything here is synchronous and pure: liveness changes are drafted and handed back with the snapshot,
+//! for the writer to commit once it has published it. Only the writer (and the start-up restore) builds one,
+//! so no lock is needed; nothing outside `route` can.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
 use crate::protocol::{BrokerData, QueueConfig, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
 use crate::route::encode::{SectionCache, encode_route};
-use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId};
+use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId, LiveChanges, LiveDraft};
 use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
 
 /// A REGISTER_BROKER request, decoded.
@@ -61,14 +62,14 @@ pub struct UnregisterRequest {
 /// Broker name → topic → that broker's queue settings for the topic. Derived from the snapshot's queue
 /// data and kept beside it by the writer: a registration compares its topic configs here (plain hash maps)
 /// without touching the snapshot's tables, and a broker change finds its topics without a scan.
-pub type BrokerTopicIndex = HashMap<Arc<str>, HashMap<Arc<str>, QueueConfig, FastHasher>, FastHasher>;
+pub(in crate::route) type BrokerTopicIndex = HashMap<Arc<str>, HashMap<Arc<str>, QueueConfig, FastHasher>, FastHasher>;
 
 type TopicSet = std::collections::HashSet<Arc<str>, FastHasher>;
 
-pub struct RouteBuilder<'a> {
+pub(in crate::route) struct RouteBuilder<'a> {
     next: RouteSnapshot,
     index: &'a mut BrokerTopicIndex,
-    live: &'a BrokerLiveTable,
+    live: LiveDraft<'a>,
     /// Queue data of the topics changed in this batch; written to the snapshot, encoded, once, by `finish`.
     drafts: HashMap<Arc<str>, Vec<QueueData>, FastHasher>,
     /// Topics to re-encode although their queue data did not change (order conf, mappings, settings).
@@ -79,11 +80,15 @@ pub struct RouteBuilder<'a> {
 }
 
 impl<'a> RouteBuilder<'a> {
-    pub fn new(current: &RouteSnapshot, index: &'a mut BrokerTopicIndex, live: &'a BrokerLiveTable) -> Self {
+    pub(in crate::route) fn new(
+        current: &RouteSnapshot,
+        index: &'a mut BrokerTopicIndex,
+        live: &'a BrokerLiveTable,
+    ) -> Self {
         RouteBuilder {
             next: current.clone(),
             index,
-            live,
+            live: LiveDraft::new(live),
             drafts: HashMap::default(),
             dirty_topics: TopicSet::default(),
             dirty_brokers: TopicSet::default(),
@@ -178,7 +183,7 @@ impl<'a> RouteBuilder<'a> {
     }
 
     /// `registerTopic` (REGISTER_TOPIC_IN_NAMESRV): stored as sent, but only for known broker names.
-    pub fn register_topic(&mut self, topic: &str, queue_datas: Vec<QueueData>) {
+    pub(in crate::route) fn register_topic(&mut self, topic: &str, queue_datas: Vec<QueueData>) {
         let exists = self.queue_datas(topic).is_some_and(|q| !q.is_empty());
         if !exists && queue_datas.iter().any(|q| !self.next.brokers.contains_key(&q.broker_name)) {
             return;
@@ -192,7 +197,7 @@ impl<'a> RouteBuilder<'a> {
     }
 
     /// One unregistration of the batch service (protocol notes §4.5).
-    pub fn unregister_broker(&mut self, req: &UnregisterRequest) {
+    pub(in crate::route) fn unregister_broker(&mut self, req: &UnregisterRequest) {
         let key = BrokerAddrKey { cluster: req.cluster.clone(), addr: req.broker_addr.clone() };
         self.live.remove(&key);
         if self.next.filter_servers.contains_key(&key) {
@@ -238,7 +243,7 @@ impl<'a> RouteBuilder<'a> {
     }
 
     /// Restores a table saved by `route::dump` (warm restart): the same state, encoded afresh.
-    pub fn restore(&mut self, dump: crate::route::dump::RouteDump) {
+    pub(in crate::route) fn restore(&mut self, dump: crate::route::dump::RouteDump) {
         for b in dump.brokers {
             let mut data = BrokerData::new(b.cluster.into(), b.broker_name.into());
             data.broker_addrs = b.broker_addrs.into_iter().map(|(id, a)| (id, Arc::from(a))).collect();
@@ -284,7 +289,7 @@ impl<'a> RouteBuilder<'a> {
 
     /// WIPE_WRITE_PERM_OF_BROKER (`wipe`) or ADD_WRITE_PERM_OF_BROKER: clears the write bit of, or sets perm 6
     /// on, every queue data of `broker`. Returns how many topics it touched, changed or not, as Java counts.
-    pub fn operate_write_perm(&mut self, broker: &str, wipe: bool) -> usize {
+    pub(in crate::route) fn operate_write_perm(&mut self, broker: &str, wipe: bool) -> usize {
         let Some((name, _)) = self.index.get_key_value(broker) else { return 0 };
         let name = name.clone();
         let topics = self.topics_of(broker);
@@ -299,7 +304,7 @@ impl<'a> RouteBuilder<'a> {
 
     /// DELETE_TOPIC_IN_NAMESRV: the topic's queues on every broker of `cluster`, or the whole topic.
     /// Static-topic mappings stay, as in Java.
-    pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {
+    pub(in crate::route) fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {
         let Some(queues) = self.queue_datas(topic) else { return };
         let brokers: Vec<Arc<str>> = match cluster {
             Some(cluster) => self.next.broker_names_of(cluster).cloned().collect(),
@@ -311,7 +316,7 @@ impl<'a> RouteBuilder<'a> {
     }
 
     /// A change of KV namespace ORDER_TOPIC_CONFIG: re-encodes that topic only.
-    pub fn set_order_topic_conf(&mut self, topic: &str, value: Option<&str>) {
+    pub(in crate::route) fn set_order_topic_conf(&mut self, topic: &str, value: Option<&str>) {
         let current = self.next.order_topic_conf.get(topic).map(|v| &**v);
         if current == value {
             return;
@@ -326,7 +331,7 @@ impl<'a> RouteBuilder<'a> {
     }
 
     /// New switches; re-encodes the topics whose routes they change.
-    pub fn set_config(&mut self, config: RouteConfig) {
+    pub(in crate::route) fn set_config(&mut self, config: RouteConfig) {
         let old = self.next.config;
         if old == config {
             return;
@@ -343,7 +348,7 @@ impl<'a> RouteBuilder<'a> {
     }
 
     /// Builds the unregistration for a broker address found in the table (expiry and closed connections).
-    pub fn unregister_request_for(&self, key: &BrokerAddrKey) -> Option<UnregisterRequest> {
+    pub(in crate::route) fn unregister_request_for(&self, key: &BrokerAddrKey) -> Option<UnregisterRequest> {
         self.next.brokers.values().find_map(|b| {
             if b.cluster != key.cluster {
                 return None;
@@ -357,11 +362,23 @@ impl<'a> RouteBuilder<'a> {
         })
     }
 
-    /// Writes the drafts into the snapshot and encodes every topic whose route changed, once each; `None`
-    /// when nothing visible changed.
-    pub fn finish(mut self) -> Option<RouteSnapshot> {
+    /// Drops the live entry of an address no route names.
+    pub(in crate::route) fn forget_live(&mut self, key: &BrokerAddrKey) {
+        self.live.remove(key);
+    }
+
+    /// The batch's view of the live table, its own changes included.
+    pub(in crate::route) fn live(&self) -> &LiveDraft<'a> {
+        &self.live
+    }
+
+    /// Writes the drafts into the snapshot and encodes every topic whose route changed, once each: the
+    /// next snapshot (`None` when nothing visible changed) and the liveness changes to commit once it is
+    /// published.
+    pub(in crate::route) fn finish(mut self) -> (Option<RouteSnapshot>, LiveChanges) {
+        let live = self.live.take_changes();
         if !self.changed {
-            return None;
+            return (None, live);
         }
         let mut affected = std::mem::take(&mut self.dirty_topics);
         for broker in std::mem::take(&mut self.dirty_brokers) {
@@ -392,7 +409,19 @@ impl<'a> RouteBuilder<'a> {
             self.next.topics.insert(topic, Arc::new(route));
         }
         self.next.version += 1;
-        Some(self.next)
+        (Some(self.next), live)
+    }
+}
+
+impl RouteBuilder<'_> {
+    /// Finishes and commits the liveness changes at once, as the writer does after publishing: for tests
+    /// that drive the builder without the writer.
+    #[cfg(any(test, feature = "testing"))]
+    pub(in crate::route) fn finish_committed(self) -> Option<RouteSnapshot> {
+        let table = self.live.table();
+        let (next, live) = self.finish();
+        live.commit(table);
+        next
     }
 }
 
@@ -409,9 +438,7 @@ pub(crate) fn test_registration(name: &str, id: i64, addr: &str, counter: i64, t
     crate::testing::registration("c", name, id, addr, body)
 }
 
-#[path = "register.rs"]
 mod register;
 
 #[cfg(test)]
-#[path = "builder_tests.rs"]
 mod tests;

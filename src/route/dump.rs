@@ -149,7 +149,7 @@ pub fn dump(routes: &RoutesToSave) -> Vec<u8> {
 /// Rebuilds the route table from a file's content on top of `initial` (empty, with the switches and ordered
 /// topics of this start): the snapshot to start from, its index, and live entries (stamped `now`, on no
 /// connection) in `live`, reconciled with the routes (see [`reconcile_live`]).
-pub fn restore(
+pub(crate) fn restore(
     bytes: &[u8],
     initial: &RouteSnapshot,
     index: &mut BrokerTopicIndex,
@@ -174,7 +174,9 @@ pub fn restore(
     }
     let mut builder = RouteBuilder::new(initial, index, live);
     builder.restore(file);
-    let restored = builder.finish().unwrap_or_else(|| initial.clone());
+    let (next, live_changes) = builder.finish();
+    live_changes.commit(live);
+    let restored = next.unwrap_or_else(|| initial.clone());
     reconcile_live(&restored, live, now);
     Ok(restored)
 }
@@ -225,7 +227,9 @@ mod tests {
         let mut builder = RouteBuilder::new(&RouteSnapshot::default(), &mut index, &live);
         builder.register_broker(&test_registration("a", 0, "a:1", 1, &["ta", "ta2"])).unwrap();
         builder.register_broker(&test_registration("b", 0, "b:1", 1, &["tb", "tb2"])).unwrap();
-        let snapshot = std::sync::Arc::new(builder.finish().unwrap());
+        let (next, changes) = builder.finish();
+        changes.commit(&live);
+        let snapshot = std::sync::Arc::new(next.unwrap());
         (RoutesToSave { snapshot, live: live.entries() }, live)
     }
 

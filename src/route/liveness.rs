@@ -3,7 +3,18 @@
 //!
 //! It lives outside the route snapshot so that heartbeats (QUERY_DATA_VERSION, BROKER_HEARTBEAT) and no-op
 //! re-registrations touch one map entry and publish nothing.
+//!
+//! Who is live changes only in the route writer, and only at the end of a batch: the batch's builder
+//! records its changes in a [`LiveDraft`] (reading through it sees them), and the writer commits them right
+//! after it publishes the batch's snapshot, before it answers anyone. A batch that panics leaves the table
+//! as it was. Between the publish and the commit (no I/O, no allocation beyond the table's) a reader can
+//! see the new routes with the old liveness; every such read is harmless: a heartbeat of a broker not yet
+//! entered is ignored (its registration enters it with the same time a moment later), QUERY_DATA_VERSION
+//! answers "changed" (the broker re-registers, as it would after any doubt), and an expiry found in the old
+//! entries is checked again by the writer when it applies it. Everything else gets a [`LiveView`], which can
+//! read and refresh a known broker's heartbeat and nothing more.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,50 +57,47 @@ impl BrokerLiveInfo {
     }
 }
 
-#[derive(Debug, Default)]
-pub struct BrokerLiveTable {
+/// The table itself: changed by the route writer alone (its mutators are private to `route`).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct BrokerLiveTable {
     map: DashMap<BrokerAddrKey, BrokerLiveInfo>,
 }
 
 impl BrokerLiveTable {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
-    pub fn get(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
+    pub(crate) fn get(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
         self.map.get(key).map(|e| e.value().clone())
     }
 
-    pub fn insert(&self, key: BrokerAddrKey, info: BrokerLiveInfo) {
+    pub(super) fn insert(&self, key: BrokerAddrKey, info: BrokerLiveInfo) {
         self.map.insert(key, info);
     }
 
-    pub fn remove(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
+    pub(super) fn remove(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
         self.map.remove(key).map(|(_, v)| v)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
     /// `isBrokerTopicConfigChanged`: true when the broker is unknown or its stored DataVersion differs.
-    pub fn is_data_version_changed(&self, key: &BrokerAddrKey, dv: Option<&DataVersion>) -> bool {
+    pub(crate) fn is_data_version_changed(&self, key: &BrokerAddrKey, dv: Option<&DataVersion>) -> bool {
         match (self.map.get(key), dv) {
             (Some(e), Some(dv)) => e.data_version != *dv,
             _ => true,
         }
     }
 
-    pub fn data_version(&self, key: &BrokerAddrKey) -> Option<DataVersion> {
+    pub(crate) fn data_version(&self, key: &BrokerAddrKey) -> Option<DataVersion> {
         self.map.get(key).map(|e| e.data_version)
     }
 
     /// Refreshes the heartbeat of a known broker; unknown brokers are ignored. Returns whether it was known.
-    pub fn touch(&self, key: &BrokerAddrKey, now: Instant) -> bool {
+    pub(crate) fn touch(&self, key: &BrokerAddrKey, now: Instant) -> bool {
         match self.map.get_mut(key) {
             Some(mut e) => {
                 e.last_update = now;
@@ -99,23 +107,99 @@ impl BrokerLiveTable {
         }
     }
 
-    pub fn clear(&self) {
+    pub(super) fn clear(&self) {
         self.map.clear();
     }
 
     /// Every entry (for the route snapshot file).
-    pub fn entries(&self) -> Vec<(BrokerAddrKey, BrokerLiveInfo)> {
+    pub(crate) fn entries(&self) -> Vec<(BrokerAddrKey, BrokerLiveInfo)> {
         self.map.iter().map(|e| (e.key().clone(), e.value().clone())).collect()
     }
 
     /// Brokers whose heartbeat is older than their timeout.
-    pub fn expired(&self, now: Instant) -> Vec<BrokerAddrKey> {
+    pub(crate) fn expired(&self, now: Instant) -> Vec<BrokerAddrKey> {
         self.map.iter().filter(|e| e.value().is_expired(now)).map(|e| e.key().clone()).collect()
     }
 
     /// Brokers whose last registration came over connection `conn`.
-    pub fn registered_over(&self, conn: ConnId) -> Vec<BrokerAddrKey> {
+    fn registered_over(&self, conn: ConnId) -> Vec<BrokerAddrKey> {
         self.map.iter().filter(|e| e.value().conn_id == conn).map(|e| e.key().clone()).collect()
+    }
+}
+
+/// One batch's changes to the live table, seen by the batch as if applied, committed by the writer after
+/// it publishes the batch's snapshot (module doc).
+pub(super) struct LiveDraft<'a> {
+    table: &'a BrokerLiveTable,
+    /// The entry a key has after this batch: `None` for removed.
+    changes: HashMap<BrokerAddrKey, Option<BrokerLiveInfo>>,
+}
+
+/// What a batch changed in the live table, to be committed once its snapshot is published.
+#[must_use = "a batch's liveness changes are lost unless committed"]
+pub(super) struct LiveChanges(HashMap<BrokerAddrKey, Option<BrokerLiveInfo>>);
+
+impl<'a> LiveDraft<'a> {
+    pub(super) fn new(table: &'a BrokerLiveTable) -> Self {
+        LiveDraft { table, changes: HashMap::new() }
+    }
+
+    pub(super) fn get(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
+        match self.changes.get(key) {
+            Some(change) => change.clone(),
+            None => self.table.get(key),
+        }
+    }
+
+    pub(super) fn insert(&mut self, key: BrokerAddrKey, info: BrokerLiveInfo) {
+        self.changes.insert(key, Some(info));
+    }
+
+    pub(super) fn remove(&mut self, key: &BrokerAddrKey) {
+        if self.get(key).is_some() {
+            self.changes.insert(key.clone(), None);
+        }
+    }
+
+    /// See [`BrokerLiveTable::is_data_version_changed`].
+    pub(super) fn is_data_version_changed(&self, key: &BrokerAddrKey, dv: Option<&DataVersion>) -> bool {
+        match (self.get(key), dv) {
+            (Some(e), Some(dv)) => e.data_version != *dv,
+            _ => true,
+        }
+    }
+
+    /// Brokers whose last registration came over connection `conn`, this batch's included.
+    pub(super) fn registered_over(&self, conn: ConnId) -> Vec<BrokerAddrKey> {
+        let mut keys: Vec<BrokerAddrKey> =
+            self.table.registered_over(conn).into_iter().filter(|k| !self.changes.contains_key(k)).collect();
+        keys.extend(
+            self.changes.iter().filter(|(_, v)| v.as_ref().is_some_and(|i| i.conn_id == conn)).map(|(k, _)| k.clone()),
+        );
+        keys
+    }
+
+    /// The table the changes are for.
+    #[cfg(any(test, feature = "testing"))]
+    pub(super) fn table(&self) -> &'a BrokerLiveTable {
+        self.table
+    }
+
+    pub(super) fn take_changes(&mut self) -> LiveChanges {
+        LiveChanges(std::mem::take(&mut self.changes))
+    }
+}
+
+impl LiveChanges {
+    pub(super) fn commit(self, table: &BrokerLiveTable) {
+        for (key, change) in self.0 {
+            match change {
+                Some(info) => table.insert(key, info),
+                None => {
+                    table.remove(&key);
+                }
+            }
+        }
     }
 }
 
@@ -130,6 +214,7 @@ impl LiveView {
         LiveView(table)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn get(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
         self.0.get(key)
     }
@@ -138,8 +223,9 @@ impl LiveView {
         self.0.len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.len() == 0
     }
 
     /// See [`BrokerLiveTable::is_data_version_changed`].

@@ -80,6 +80,9 @@ pub enum RouteMutation {
     },
     /// The routes and live entries as they are once every mutation queued before this one is applied.
     RoutesToSave(oneshot::Sender<RoutesToSave>),
+    /// A fault in the middle of a batch, for the tests of what a panicking batch leaves behind.
+    #[cfg(test)]
+    Panic,
 }
 
 /// What the writer has done, for metrics.
@@ -90,10 +93,11 @@ pub struct RouteCounters {
     pub publishes: AtomicU64,
 }
 
-/// What handlers hold to read routes and submit changes.
+/// What handlers hold to read routes and submit changes. Reading is all it can do with the published state:
+/// only the writer publishes snapshots and changes who is live.
 #[derive(Clone)]
 pub struct RouteHandle {
-    pub snapshot: Arc<ArcSwap<RouteSnapshot>>,
+    snapshot: Arc<ArcSwap<RouteSnapshot>>,
     /// Read-only but for heartbeats: the writer alone changes who is live.
     pub liveness: LiveView,
     pub counters: Arc<RouteCounters>,
@@ -112,6 +116,17 @@ pub enum SubmitError {
 }
 
 impl RouteHandle {
+    /// The current snapshot, without a lock or a reference count on the fast path.
+    pub fn load(&self) -> arc_swap::Guard<Arc<RouteSnapshot>> {
+        self.snapshot.load()
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    /// The current snapshot, as a counted reference to keep.
+    pub fn load_full(&self) -> Arc<RouteSnapshot> {
+        self.snapshot.load_full()
+    }
+
     /// Waits for room in the queue: registrations are never dropped. (An unregistration sent this way is
     /// counted against the cap too, but never refused; handlers use [`RouteHandle::submit_unregister`].)
     pub async fn submit(&self, m: RouteMutation) -> Result<(), SubmitError> {
@@ -354,26 +369,32 @@ impl WriterState {
                     done_replies.push((done, 0));
                 }
                 RouteMutation::ConnectionClosed(conn) => {
-                    for key in self.liveness.registered_over(conn) {
-                        unregister_by_address(&mut builder, &self.liveness, &key);
+                    for key in builder.live().registered_over(conn) {
+                        unregister_by_address(&mut builder, &key);
                     }
                 }
                 RouteMutation::Expire { key, now } => {
-                    if self.liveness.get(&key).is_some_and(|info| info.is_expired(now)) {
+                    if builder.live().get(&key).is_some_and(|info| info.is_expired(now)) {
                         tracing::warn!(cluster = %key.cluster, broker = %key.addr, "broker expired, removing it");
                         self.counters.expiries.fetch_add(1, Ordering::Relaxed);
-                        unregister_by_address(&mut builder, &self.liveness, &key);
+                        unregister_by_address(&mut builder, &key);
                     }
                 }
                 // Split off by `apply_batch` before a batch gets here.
                 RouteMutation::RoutesToSave(_) => {}
+                #[cfg(test)]
+                RouteMutation::Panic => panic!("a fault planted in the batch"),
             }
         }
-        if let Some(next) = builder.finish() {
+        // The batch's snapshot first, then its liveness changes, then the replies: whoever is answered sees
+        // both (liveness.rs says why the moment between the two is harmless).
+        let (next, live) = builder.finish();
+        if let Some(next) = next {
             tracing::debug!(version = next.version, topics = next.topics.len(), "route snapshot published");
             self.retired.push(self.snapshot.swap(Arc::new(next)));
             self.counters.publishes.fetch_add(1, Ordering::Relaxed);
         }
+        live.commit(&self.liveness);
         drop(current);
         for (reply, result) in register_replies {
             let _ = reply.send(result);
@@ -385,12 +406,10 @@ impl WriterState {
 }
 
 /// Unregisters the broker at `key` if the table knows it; otherwise only its live entry goes.
-fn unregister_by_address(builder: &mut RouteBuilder<'_>, live: &BrokerLiveTable, key: &BrokerAddrKey) {
+fn unregister_by_address(builder: &mut RouteBuilder<'_>, key: &BrokerAddrKey) {
     match builder.unregister_request_for(key) {
         Some(req) => builder.unregister_broker(&req),
-        None => {
-            live.remove(key);
-        }
+        None => builder.forget_live(key),
     }
 }
 
@@ -417,7 +436,7 @@ mod tests {
         for rx in replies {
             assert!(rx.await.unwrap().is_ok());
         }
-        let snapshot = handle.snapshot.load();
+        let snapshot = handle.load();
         assert_eq!(snapshot.version, 1, "ten registrations, one publish");
         assert_eq!(snapshot.topics.len(), 20);
     }
@@ -444,6 +463,29 @@ mod tests {
         assert_eq!(brokers, ["b"]);
         let live: Vec<&str> = saved.live.iter().map(|(k, _)| &*k.addr).collect();
         assert_eq!(live, ["b:1"]);
+    }
+
+    /// A batch that panics half-way publishes nothing of itself: not the routes of the registration applied
+    /// before the fault, not its live entry. The writer task ends with the panic (the server's supervisor
+    /// then stops the server); until then readers see the state from before the batch.
+    #[tokio::test]
+    async fn a_batch_that_panics_leaves_the_published_state_as_it_was() {
+        let (handle, writer) = route_table(RouteSnapshot::default(), None, 64);
+        let task = tokio::spawn(writer.run());
+        assert!(handle.register(registration("a")).await.unwrap().is_ok());
+        let before = handle.load_full();
+        // Both are queued before the writer task runs again (this runtime has one thread): one batch.
+        let (tx, reply) = oneshot::channel();
+        handle.submit(RouteMutation::Register(Box::new(registration("b")), tx)).await.unwrap();
+        handle.submit(RouteMutation::Panic).await.unwrap();
+        let ended = task.await.expect_err("the writer panics");
+        assert!(ended.is_panic());
+        assert!(reply.await.is_err(), "the registration in the failed batch is not acknowledged");
+        let after = handle.load_full();
+        assert!(Arc::ptr_eq(&before, &after), "no snapshot published");
+        assert!(after.topic("b-a").is_none());
+        assert!(handle.liveness.get(&BrokerAddrKey::new("c", "b:1")).is_none(), "b's live entry was not committed");
+        assert!(handle.liveness.get(&BrokerAddrKey::new("c", "a:1")).is_some());
     }
 
     #[tokio::test]

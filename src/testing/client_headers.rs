@@ -5,7 +5,7 @@
 use bytes::BufMut;
 
 /// A client family's request header (also the load generator's `--header` values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientHeader {
     /// The Java client (4.x and 5.x): fastjson, keys in alphabetical order, `serializeTypeCurrentRPC` from
     /// its getter, nulls left out (apache/rocketmq `RemotingCommand`, `RemotingSerializable`).

@@ -11,6 +11,8 @@
 //!
 //! See perf/README.md for how the comparison uses them.
 
+#![forbid(unsafe_code)]
+
 mod big;
 mod driver;
 mod echo;
@@ -75,9 +77,9 @@ struct RunArgs {
     connections: usize,
     #[arg(long, default_value_t = 16)]
     in_flight: usize,
-    /// The client whose request header the lookups carry (`rocketns::testing::client_headers` says where each
-    /// comes from).
-    #[arg(long, value_enum, default_value_t = ClientHeader::Java)]
+    /// The client whose request header the lookups carry: java, go, rust, cpp, node or binary
+    /// (`rocketns::testing::client_headers` says where each comes from).
+    #[arg(long, default_value = "java", value_parser = parse_header)]
     header: ClientHeader,
     /// Each connection's first opaque: 1 is a fresh client; 2147000000 a long-lived Java client, whose
     /// opaques have ten digits and turn negative when the counter wraps.
@@ -179,6 +181,13 @@ struct StartupArgs {
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true)]
     command: Vec<String>,
+}
+
+fn parse_header(name: &str) -> Result<ClientHeader, String> {
+    ClientHeader::ALL.into_iter().find(|h| h.name() == name).ok_or_else(|| {
+        let names: Vec<&str> = ClientHeader::ALL.iter().map(|h| h.name()).collect();
+        format!("unknown client header {name:?}; one of {}", names.join(", "))
+    })
 }
 
 fn runtime(threads: usize) -> tokio::runtime::Runtime {

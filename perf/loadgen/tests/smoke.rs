@@ -2,12 +2,47 @@
 //! with Zipf topics, misses, split and compressed registrations and registration churn against the real
 //! `rocketns` binary, the echo limit, and the start-up probe. The real measurements are perf/compare.sh's (perf/README.md).
 
-mod common;
-
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn loadgen() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rocketns-loadgen"))
+}
+
+/// The server binary, built beside the load generator by `cargo test` at the workspace root (which builds
+/// every package's binaries before it runs any test).
+fn server_binary() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_rocketns-loadgen")).with_file_name("rocketns");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test` at the workspace root, or `cargo build` first",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// `dir/namesrv.properties`: 127.0.0.1, `port`, the KV store in `dir`.
+fn properties_file(dir: &Path, port: u16) -> PathBuf {
+    let path = dir.join("namesrv.properties");
+    let text =
+        format!("bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n", dir.join("kvConfig.json").display());
+    std::fs::write(&path, text).expect("write the properties file");
+    path
+}
+
+/// Waits until something accepts connections at `addr`.
+fn wait_for(addr: &str) {
+    for _ in 0..250 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("nothing listens at {addr}");
 }
 
 /// Runs `loadgen run` and returns its JSON summary, asserting that every reply was verified.
@@ -30,8 +65,16 @@ fn run(addr: &str, extra: &[&str]) -> serde_json::Value {
 #[test]
 fn load_generator_against_rocketns_and_echo() {
     let dir = tempfile::tempdir().unwrap();
-    let config = common::properties_file(dir.path(), 0, "");
-    let (mut server, addr) = common::spawn_binary(&config);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut server = Command::new(server_binary())
+        .arg("-c")
+        .arg(properties_file(dir.path(), port))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start rocketns");
+    wait_for(&addr);
     run(&addr, &["--zipf", "--miss-ratio", "0.1"]);
     // A broker's other registration shapes: split into parts (`enableSplitRegistration`), and zlib bodies
     // (`compressedRegister`).
@@ -52,7 +95,7 @@ fn load_generator_against_rocketns_and_echo() {
     // Both echoes, the plain one and the rocketns-shaped one; their replies are verified like rocketns's,
     // whole-table registrations of 5,000 topics (frames larger than a read) included.
     for shape in [&[][..], &["--rocketns-shaped"][..]] {
-        let port = common::free_port().to_string();
+        let port = free_port().to_string();
         let echo_addr = format!("127.0.0.1:{port}");
         let mut echo = loadgen()
             .args(["echo", "--listen", &echo_addr, "--brokers", "2"])
@@ -60,22 +103,19 @@ fn load_generator_against_rocketns_and_echo() {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(&echo_addr).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_for(&echo_addr);
         run(&echo_addr, &[]);
         run(&echo_addr, &["--topics", "5000"]);
         echo.kill().unwrap();
         echo.wait().unwrap();
     }
 
-    let port = common::free_port();
-    let config = common::properties_file(dir.path(), port, "");
+    let port = free_port();
+    let config = properties_file(dir.path(), port);
     let out = loadgen()
-        .args(["startup", "--addr", &format!("127.0.0.1:{port}"), "--", env!("CARGO_BIN_EXE_rocketns"), "-c"])
+        .args(["startup", "--addr", &format!("127.0.0.1:{port}"), "--"])
+        .arg(server_binary())
+        .arg("-c")
         .arg(&config)
         .output()
         .unwrap();

@@ -32,7 +32,10 @@ impl Role {
 
 impl RouteBuilder<'_> {
     /// `RouteInfoManager#registerBroker`.
-    pub fn register_broker(&mut self, r: &BrokerRegistration) -> Result<RegisterResult, RegisterError> {
+    pub(in crate::route) fn register_broker(
+        &mut self,
+        r: &BrokerRegistration,
+    ) -> Result<RegisterResult, RegisterError> {
         self.admit_member(r);
         let (mut group, mut first_registration) = self.broker_group(r);
         release_other_id(&mut group, r);

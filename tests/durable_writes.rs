@@ -1,0 +1,263 @@
+//! Acknowledged means on disk, and a write that fails changes nothing: the KV store, the config file written
+//! back on UPDATE_NAMESRV_CONFIG and the warm-restart route file, under real faults. A temporary path that
+//! became a directory (any user), and a full filesystem (a small tmpfs in a private mount namespace, as
+//! root: skipped with a message otherwise). After each fault the server still serves, the files hold what
+//! was acknowledged before it, and once the fault is gone the next write succeeds.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rocketns::remoting::RemotingCommand;
+
+fn put(ns: &str, key: &str, value: &str) -> RemotingCommand {
+    request(100, &[("namespace", ns), ("key", key), ("value", value)])
+}
+
+fn get(ns: &str, key: &str) -> RemotingCommand {
+    request(101, &[("namespace", ns), ("key", key)])
+}
+
+fn delete(ns: &str, key: &str) -> RemotingCommand {
+    request(102, &[("namespace", ns), ("key", key)])
+}
+
+fn update(text: &str) -> RemotingCommand {
+    let mut cmd = request(318, &[]);
+    cmd.body = bytes::Bytes::copy_from_slice(text.as_bytes());
+    cmd
+}
+
+/// Polls `check` for up to 20 s.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The server over one blocking connection.
+struct Wire(std::net::TcpStream);
+
+impl Wire {
+    fn connect(addr: &str) -> Wire {
+        let stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Wire(stream)
+    }
+
+    fn ask(&mut self, cmd: &RemotingCommand) -> RemotingCommand {
+        blocking_request(&mut self.0, cmd).expect("a reply")
+    }
+
+    fn value(&mut self, ns: &str, key: &str) -> Option<String> {
+        let reply = self.ask(&get(ns, key));
+        (reply.code == 0).then(|| reply.ext("value").expect("value").to_string())
+    }
+
+    fn order_conf(&mut self, topic: &str) -> Option<String> {
+        let reply = self.ask(&route_request(topic, 479));
+        assert_eq!(reply.code, 0, "{topic} is routed");
+        let route: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        route.get("orderTopicConf").map(|v| v.as_str().unwrap().to_string())
+    }
+
+    fn config_value(&mut self, key: &str) -> String {
+        let reply = self.ask(&request(319, &[]));
+        let text = String::from_utf8(reply.body.to_vec()).unwrap();
+        text.lines().find_map(|l| l.strip_prefix(&format!("{key}="))).unwrap_or_default().to_string()
+    }
+
+    /// A broker with topic T, over a connection of its own kept open (closing it would remove the broker).
+    fn broker(addr: &str) -> Wire {
+        let mut broker = Wire::connect(addr);
+        let b = Broker::new("c", "broker-a", 0, "127.0.0.1:10911");
+        assert_eq!(broker.ask(&register_request(&b, dv(1), &[("T", 4, 6), ("T2", 4, 6)])).code, 0);
+        broker
+    }
+}
+
+/// What every fault test checks, on a server whose files are `kv`, `conf` and `routes`, while `fault` is in
+/// place and after `clear` removed it.
+fn check_writes_under_a_fault(
+    addr: &str,
+    metrics_port: u16,
+    files: [&Path; 3],
+    fault: impl FnOnce(),
+    clear: impl FnOnce(),
+) {
+    let [kv, conf, routes] = files;
+    let failures = |file: &str| metric(metrics_port, &format!("rocketns_file_write_failures_total{{file=\"{file}\"}}"));
+    let _broker = Wire::broker(addr);
+    let mut c = Wire::connect(addr);
+    assert_eq!(c.ask(&put("ns", "k", "v1")).code, 0);
+    assert_eq!(c.ask(&put("ORDER_TOPIC_CONFIG", "T", "broker-a:4")).code, 0);
+    assert_eq!(c.ask(&update("scanNotActiveBrokerInterval=6000")).code, 0);
+    eventually("the route file is written", || routes.exists() && read(routes).contains("\"T\""));
+    let (kv_before, conf_before, routes_before) = (read(kv), read(conf), read(routes));
+    assert!(kv_before.contains("v1") && conf_before.contains("scanNotActiveBrokerInterval=6000"));
+
+    fault();
+    let refused = c.ask(&put("ns", "k", "v2"));
+    assert_eq!(refused.code, 1, "SYSTEM_ERROR");
+    assert!(refused.remark.as_deref().unwrap_or("").contains("cannot write KV config file"), "{:?}", refused.remark);
+    assert_eq!(c.value("ns", "k").as_deref(), Some("v1"), "the refused put is not visible");
+    assert_eq!(c.ask(&delete("ns", "k")).code, 1);
+    assert_eq!(c.value("ns", "k").as_deref(), Some("v1"), "the refused delete is not visible");
+    assert_eq!(c.ask(&put("ORDER_TOPIC_CONFIG", "T", "broker-a:8")).code, 1);
+    assert_eq!(c.value("ORDER_TOPIC_CONFIG", "T").as_deref(), Some("broker-a:4"));
+    assert_eq!(c.order_conf("T").as_deref(), Some("broker-a:4"), "the routes did not take the refused value");
+    let refused = c.ask(&update("scanNotActiveBrokerInterval=7000"));
+    assert_eq!(refused.code, 1);
+    assert!(refused.remark.as_deref().unwrap_or("").contains("cannot write the config file"), "{:?}", refused.remark);
+    assert_eq!(c.config_value("scanNotActiveBrokerInterval"), "6000", "the refused update is not applied");
+    // A route change the saver cannot write: counted, and the file written last stays whole.
+    let mut late = Wire::connect(addr);
+    let b = Broker::new("c", "broker-b", 0, "127.0.0.1:10921");
+    assert_eq!(late.ask(&register_request(&b, dv(1), &[("U", 4, 6), ("U2", 4, 6)])).code, 0);
+    eventually("a failed route file write is counted", || failures("routes").unwrap_or(0.0) >= 1.0);
+    assert_eq!((read(kv), read(conf), read(routes)), (kv_before, conf_before, routes_before), "files untouched");
+    assert!(failures("kv").unwrap() >= 3.0 && failures("config").unwrap() >= 1.0);
+    assert!(c.ask(&route_request("U", 479)).code == 0, "the server still serves");
+
+    clear();
+    assert_eq!(c.ask(&put("ns", "k", "v2")).code, 0);
+    assert_eq!(c.value("ns", "k").as_deref(), Some("v2"));
+    assert!(read(kv).contains("v2"));
+    assert_eq!(c.ask(&put("ORDER_TOPIC_CONFIG", "T", "broker-a:8")).code, 0);
+    assert_eq!(c.order_conf("T").as_deref(), Some("broker-a:8"));
+    assert_eq!(c.ask(&update("scanNotActiveBrokerInterval=7000")).code, 0);
+    assert!(read(conf).contains("scanNotActiveBrokerInterval=7000"));
+    eventually("the route file is written again, with U", || read(routes).contains("\"U\""));
+}
+
+/// The server's files as seen from this process.
+struct Files {
+    kv: PathBuf,
+    conf: PathBuf,
+    routes: PathBuf,
+}
+
+impl Files {
+    fn in_dir(dir: &Path) -> Files {
+        Files {
+            kv: dir.join("kvConfig.json"),
+            conf: dir.join("namesrv.properties"),
+            routes: dir.join("routeSnapshot.json"),
+        }
+    }
+
+    fn all(&self) -> [&Path; 3] {
+        [&self.kv, &self.conf, &self.routes]
+    }
+}
+
+fn properties(dir: &Path, metrics_port: u16) -> String {
+    format!(
+        "bindAddress=127.0.0.1\nlistenPort=0\nmetricsPort={metrics_port}\nkvConfigPath={}\norderMessageEnable=true\n\
+         routeSnapshotIntervalSeconds=1\n",
+        dir.join("kvConfig.json").display()
+    )
+}
+
+/// The real binary, from `program` and its arguments; returns it with its address (from its boot line).
+fn spawn(program: &str, args: &[&str]) -> (Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(program)
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("a boot line").expect("read stderr");
+        if let Some(rest) = line.split("boot success. serializeType=JSON, address ").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, addr)
+}
+
+/// The temporary file of each write (`fsutil::write_atomically`'s `.NAME.tmp-PID`) made a directory: no
+/// write can create it, as on a directory turned read-only or a path taken by something else.
+#[test]
+fn writes_that_cannot_create_their_file_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = Files::in_dir(dir.path());
+    let metrics_port = free_port();
+    std::fs::write(&files.conf, properties(dir.path(), metrics_port)).unwrap();
+    let (mut server, addr) = spawn(env!("CARGO_BIN_EXE_rocketns"), &["-c", files.conf.to_str().unwrap()]);
+    let blockers: Vec<PathBuf> = files
+        .all()
+        .iter()
+        .map(|p| dir.path().join(format!(".{}.tmp-{}", p.file_name().unwrap().to_str().unwrap(), server.id())))
+        .collect();
+    check_writes_under_a_fault(
+        &addr,
+        metrics_port,
+        files.all(),
+        || blockers.iter().for_each(|b| std::fs::create_dir(b).unwrap()),
+        || blockers.iter().for_each(|b| std::fs::remove_dir(b).unwrap()),
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// The effective user is root (read from /proc, so that the test needs no unsafe call).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:").map(|u| u.split_whitespace().nth(1) == Some("0"))))
+        .unwrap_or(false)
+}
+
+/// The server's files on a 1 MiB tmpfs, mounted in a mount namespace of the server's own, then filled up.
+/// The test reaches that mount through `/proc/PID/root`.
+#[test]
+fn writes_on_a_full_filesystem_change_nothing() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a private mount namespace and a tmpfs (CI runs as root)");
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let mount = tempfile::tempdir().unwrap();
+    let metrics_port = free_port();
+    let seed = outside.path().join("namesrv.properties");
+    std::fs::write(&seed, properties(mount.path(), metrics_port)).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=1m rocketns-test {m} && cp {seed} {m}/namesrv.properties && exec {bin} -c {m}/namesrv.properties",
+        m = mount.path().display(),
+        seed = seed.display(),
+        bin = env!("CARGO_BIN_EXE_rocketns"),
+    );
+    let (mut server, addr) = spawn("unshare", &["--mount", "--propagation", "private", "sh", "-c", &script]);
+    let inside = PathBuf::from(format!("/proc/{}/root{}", server.id(), mount.path().display()));
+    let files = Files::in_dir(&inside);
+    let filler = inside.join("filler");
+    check_writes_under_a_fault(
+        &addr,
+        metrics_port,
+        files.all(),
+        || {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&filler).unwrap();
+            let block = vec![0u8; 4096];
+            while f.write_all(&block).is_ok() {}
+            let _ = f.sync_all();
+        },
+        || std::fs::remove_file(&filler).unwrap(),
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
