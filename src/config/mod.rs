@@ -5,6 +5,7 @@
 //! keys that only tune Java internals (thread pools, Netty buffers) are recorded and reported but have no
 //! effect. Unknown keys are warned about, not fatal.
 
+mod properties;
 mod update;
 
 use std::collections::BTreeMap;
@@ -319,10 +320,20 @@ impl NamesrvConfig {
         Ok(config)
     }
 
-    /// `key=value` lines sorted by key: what `-p` prints, GET_NAMESRV_CONFIG answers, and an update writes back
-    /// to the `-c` file. Backslashes are escaped so that the text reads back as the same values.
+    /// `key=value` lines sorted by key: what `-p` prints and GET_NAMESRV_CONFIG answers (Java's
+    /// `MixAll.properties2String`, with backslashes escaped so that an admin tool's `Properties.load` reads
+    /// them back).
     pub fn to_properties_text(&self) -> String {
         self.entries().into_iter().map(|(k, v)| format!("{k}={}\n", v.replace('\\', "\\\\"))).collect()
+    }
+
+    /// The `-c` file an update writes back: every key, escaped as `Properties.store` escapes (see
+    /// `properties.rs`), so that Java's reader and rocketns's read the same values.
+    pub fn to_properties_file(&self) -> String {
+        let entries = self.entries();
+        let mut text = String::from("# Written by rocketns on UPDATE_NAMESRV_CONFIG; Java properties (ISO-8859-1).\n");
+        text.push_str(&properties::store_text(entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+        text
     }
 }
 

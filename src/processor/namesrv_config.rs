@@ -31,7 +31,7 @@ pub(super) async fn update_config(p: &ServerState, req: &RemotingCommand) -> Res
     let current = p.config.load_full();
     let next = current.with_remote_update(text)?;
     if let Some(path) = &p.config_file {
-        let contents = next.to_properties_text();
+        let contents = next.to_properties_file();
         let path = path.clone();
         let written = tokio::task::spawn_blocking(move || crate::fsutil::write_atomically(&path, contents.as_bytes()))
             .await

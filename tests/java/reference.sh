@@ -3,7 +3,8 @@
 # in a loopback-only network namespace and checks that it answers the corpus of tests/java_reference.rs as
 # recorded in tests/fixtures/java-5.3.3/corpus.jsonl (which plain `cargo test` holds rocketns to); then runs
 # the same corpus against the newest 5.x that Maven serves (5.5.0, fastjson2) and prints where it differs
-# from 5.3.3, without failing. Needs root (unshare --net).
+# from 5.3.3, without failing. First, Java's Properties.load reads the -c file rocketns writes back on
+# UPDATE_NAMESRV_CONFIG (tests/config_file.rs). Needs root (unshare --net).
 #   tests/java/reference.sh            # check
 #   RECORD=1 tests/java/reference.sh   # record the 5.3.3 fixture anew (then review the diff)
 #   INTEROP_KEEP=DIR                   # keep the Java NameServers' logs in DIR
@@ -18,6 +19,9 @@ if [ "${1:-}" != inner ]; then
     JARS_NEWEST=$("$ROOT/tests/java/fetch.sh" "$NEWEST")
     export JARS_REFERENCE JARS_NEWEST
     cargo test --quiet --no-run --manifest-path "$ROOT/Cargo.toml" --test java_reference 2> /dev/null
+    # The -c file that UPDATE_NAMESRV_CONFIG writes back, read by Java's Properties.load (no network needed).
+    cargo test --quiet --manifest-path "$ROOT/Cargo.toml" --test config_file -- --ignored --exact \
+        java_reads_back_what_an_update_wrote 2>&1 | tail -n 20
 fi
 enter_sandbox "${BASH_SOURCE[0]}" "$@"
 sandbox_setup
