@@ -324,26 +324,32 @@ async fn queued_unregistration_never_removes_a_later_registration() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
     register(&mut c, &broker_a(), dv(1), TOPICS).await;
+    let broker_c = Broker::new("DefaultCluster", "broker-c", 0, "127.0.0.1:10931");
+    register(&mut c, &broker_c, dv(1), &[("c-topic0", 8, 6), ("c-topic1", 8, 6)]).await;
+    // broker-a unregistered and registered again, broker-c's unregistration between: once broker-c is gone,
+    // the unregistrations were applied, whenever and however the server applies them.
     let mut pipelined = bytes::BytesMut::new();
     unregister_request(&broker_a()).encode(SerializeType::Json, &mut pipelined);
+    unregister_request(&broker_c).encode(SerializeType::Json, &mut pipelined);
     register_request(&broker_a(), dv(2), TOPICS).encode(SerializeType::Json, &mut pipelined);
     c.send_raw(&pipelined).await;
-    assert_eq!(c.read_response().await.unwrap().code, 0);
-    assert_eq!(c.read_response().await.unwrap().code, 0);
-    for _ in 0..20 {
-        assert!(route(&mut c, "unit-test0").await.is_some());
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    for _ in 0..3 {
+        assert_eq!(c.read_response().await.unwrap().code, 0);
     }
-    // A broker that re-registered over a new connection survives the close of its old one.
+    wait_route_gone(&mut c, "c-topic0").await;
+    assert!(route(&mut c, "unit-test0").await.is_some(), "the later registration stands");
+
+    // A broker that re-registered over a new connection survives the close of its old one. broker-b,
+    // registered over the old connection only, goes with that close: once it is gone, the close was applied.
+    let broker_b = Broker::new("DefaultCluster", "broker-b", 0, "127.0.0.1:10921");
     let mut old = Client::connect(server.addr).await;
     register(&mut old, &broker_a(), dv(3), TOPICS).await;
+    register(&mut old, &broker_b, dv(1), &[("b-topic0", 8, 6), ("b-topic1", 8, 6)]).await;
     let mut new = Client::connect(server.addr).await;
     register(&mut new, &broker_a(), dv(3), TOPICS).await;
     drop(old);
-    for _ in 0..20 {
-        assert!(route(&mut c, "unit-test0").await.is_some());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_route_gone(&mut c, "b-topic0").await;
+    assert!(route(&mut c, "unit-test0").await.is_some(), "broker-a, now on the new connection, stays");
 }
 
 /// Java's batch unregistration queue: beyond `unRegisterBrokerQueueCapacity` waiting, SYSTEM_ERROR.

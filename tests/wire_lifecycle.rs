@@ -25,8 +25,15 @@ async fn graceful_shutdown_says_go_away() {
     let mut c = Client::connect(server.addr).await;
     register(&mut c, &broker(), dv(1), TOPICS).await;
     server.begin_shutdown();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let resp = c.request(route_request("TopicA", 479)).await;
+    // The shutdown starts as soon as the server's task sees it: answered normally until then.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let resp = loop {
+        let resp = c.request(route_request("TopicA", 479)).await;
+        if resp.code != 0 || std::time::Instant::now() > deadline {
+            break resp;
+        }
+        tokio::task::yield_now().await;
+    };
     assert_eq!((resp.code, resp.remark.as_deref()), (1500, Some("please go away")));
     let resp = c.request(route_request("TopicA", 475)).await;
     assert_eq!(resp.code, 0, "5.3.1 and older clients are still served");

@@ -117,7 +117,7 @@ pub(super) async fn register_topic(p: &ServerState, req: &RemotingCommand) -> Re
         return Err(RequestError::InvalidField { field: "topic", value: topic.to_string() });
     }
     let parsed: QueueDatasOnly =
-        lenient::from_fastjson_slice(&req.body).map_err(|e| RequestError::InvalidBody(e.to_string()))?;
+        lenient::from_fastjson_slice(&req.body).map_err(|e| RequestError::InvalidBody(format!("invalid topic route body: {e}")))?;
     let queue_datas = parsed
         .queue_datas
         .unwrap_or_default()
@@ -138,7 +138,7 @@ pub(super) fn query_data_version(p: &ServerState, req: &RemotingCommand) -> Resu
     let reported = if req.body.is_empty() {
         None
     } else {
-        Some(DataVersion::parse(&req.body).map_err(|e| RequestError::InvalidBody(e.to_string()))?)
+        Some(DataVersion::parse(&req.body).map_err(|e| RequestError::InvalidBody(format!("invalid DataVersion body: {e}")))?)
     };
     let live = &p.routes.liveness;
     let changed = live.is_data_version_changed(&key, reported.as_ref());
