@@ -72,7 +72,8 @@ pub struct Metrics {
     /// Written at connect and close only, not per request.
     pub connections: AtomicI64,
     pub connections_total: AtomicU64,
-    /// Bytes of the large-frame budget held by frames still arriving.
+    /// Bytes of the large-frame budget held: by large frames being received, and until their requests have
+    /// been processed.
     pub large_frame_bytes: AtomicI64,
     /// Connections closed because their large frame found no room in the budget in time.
     pub large_frames_no_room: AtomicU64,
@@ -216,7 +217,7 @@ impl Metrics {
             ("rocketns_connections", "Connections open.", connections),
             (
                 "rocketns_large_frame_bytes",
-                "Bytes of the large-frame budget held by frames still arriving.",
+                "Bytes of the large-frame budget held by large frames being received or processed.",
                 large_frame_bytes,
             ),
         ];

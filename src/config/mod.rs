@@ -157,7 +157,8 @@ namesrv_config! {
     default_thread_pool_queue_capacity: i32 = 10000 => "defaultThreadPoolQueueCapacity",
     /// Period of the inactive-broker scan, in milliseconds.
     scan_not_active_broker_interval: u64 = 5000 => "scanNotActiveBrokerInterval",
-    /// Capacity of the route writer's queue; a full queue makes UNREGISTER_BROKER answer SYSTEM_ERROR.
+    /// How many unregistrations may wait for the route writer at once (Java's batch unregistration queue);
+    /// beyond it UNREGISTER_BROKER answers SYSTEM_ERROR. Other changes wait for room instead.
     un_register_broker_queue_capacity: i32 = 3000 => "unRegisterBrokerQueueCapacity",
     support_acting_master: bool = false => "supportActingMaster",
     enable_all_topic_list: bool = true => "enableAllTopicList",

@@ -7,7 +7,8 @@
 
 use super::{ConfigError, NamesrvConfig};
 
-/// Keys a remote update may change; each takes effect at once.
+/// Keys a remote update may change; each takes effect at once, but `scanNotActiveBrokerInterval`, which
+/// applies from the scan's next period.
 pub const UPDATABLE_KEYS: &[&str] = &[
     "orderMessageEnable",
     "returnOrderTopicConfigToBroker",
