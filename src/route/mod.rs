@@ -4,7 +4,7 @@
 //! (route bodies, encoded once per change), `builder.rs` (RouteInfoManager's rules applied to the next
 //! snapshot) with `builder/register.rs` (REGISTER_BROKER's steps) and `builder/tests.rs`, `liveness.rs`
 //! (who is live), `writer.rs` (the one writer: the only code that publishes a snapshot or changes who is
-//! live), `dump.rs` (the warm-restart route file).
+//! live) with `writer/tests.rs`, `dump.rs` (the warm-restart route file).
 //!
 //! Everything outside this module reads: [`RouteHandle::load`] for the snapshot, [`LiveView`] for liveness,
 //! and submits changes to the writer through the handle. The builder and the live table's mutators are
