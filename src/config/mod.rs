@@ -233,8 +233,8 @@ namesrv_config! {
 
 impl NamesrvConfig {
     /// Applies a properties text; returns the unknown keys (already warned about).
-    pub fn apply_properties(&mut self, text: &str, origin: &str) -> Result<Vec<String>, ConfigError> {
-        let props = java_properties::read(text.as_bytes())
+    pub fn apply_properties(&mut self, text: impl AsRef<[u8]>, origin: &str) -> Result<Vec<String>, ConfigError> {
+        let props = java_properties::read(text.as_ref())
             .map_err(|e| ConfigError::Parse { path: origin.to_string(), message: e.to_string() })?;
         let mut props: Vec<_> = props.into_iter().collect();
         props.sort();
@@ -312,10 +312,11 @@ impl NamesrvConfig {
     /// Reads a `-c` file; like Java, that file then becomes `configStorePath`.
     pub fn load_file(path: &Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: origin.clone(), source })?;
+        // Bytes, not text: Java's Properties.load reads the file as ISO-8859-1 (the properties reader decodes
+        // it byte by byte), so a Latin-1 file that is not UTF-8 loads as it does in Java.
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read { path: origin.clone(), source })?;
         let mut config = NamesrvConfig::default();
-        config.apply_properties(&text, &origin)?;
+        config.apply_properties(&bytes, &origin)?;
         config.config_store_path = origin;
         config.validate()?;
         Ok(config)
@@ -358,6 +359,17 @@ mod tests {
         assert!(c.order_message_enable);
         assert_eq!(c.kv_config_path, "/tmp/kv.json");
         assert!(c.to_properties_text().contains("listenPort=9877\n"));
+    }
+
+    /// A file in Latin-1, as Java tools write them: read byte by byte, as Java's Properties.load reads it.
+    #[test]
+    fn latin1_files_load_as_in_java() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("namesrv.properties");
+        std::fs::write(&path, b"listenPort=9877\nowner=Jos\xe9\n").unwrap();
+        let c = NamesrvConfig::load_file(&path).expect("a Latin-1 file loads");
+        assert_eq!(c.listen_port, 9877);
+        assert_eq!(c.extra.get("owner").map(String::as_str), Some("Jos\u{e9}"));
     }
 
     #[test]
