@@ -119,7 +119,9 @@ impl KvWriter<'_> {
             return Ok(false);
         }
         let mut next = Table::clone(&current);
-        next.get_mut(namespace).map(|kv| kv.remove(key));
+        if let Some(kv) = next.get_mut(namespace) {
+            kv.remove(key);
+        }
         self.publish(next).await.map(|()| true)
     }
 

@@ -51,7 +51,7 @@ mod tests {
     use super::*;
 
     /// Keys and values that need every kind of escape, and non-ASCII text.
-    pub(crate) const TRICKY: &[(&str, &str)] = &[
+    const TRICKY: &[(&str, &str)] = &[
         ("plain", "value"),
         ("path", r"C:\rocketmq\store"),
         ("separators", "a=b:c"),

@@ -86,10 +86,7 @@ impl BrokerLiveTable {
 
     /// `isBrokerTopicConfigChanged`: true when the broker is unknown or its stored DataVersion differs.
     pub(crate) fn is_data_version_changed(&self, key: &BrokerAddrKey, dv: Option<&DataVersion>) -> bool {
-        match (self.map.get(key), dv) {
-            (Some(e), Some(dv)) => e.data_version != *dv,
-            _ => true,
-        }
+        data_version_changed(self.data_version(key), dv)
     }
 
     pub(crate) fn data_version(&self, key: &BrokerAddrKey) -> Option<DataVersion> {
@@ -125,6 +122,12 @@ impl BrokerLiveTable {
     fn registered_over(&self, conn: ConnId) -> Vec<BrokerAddrKey> {
         self.map.iter().filter(|e| e.value().conn_id == conn).map(|e| e.key().clone()).collect()
     }
+}
+
+/// The rule of `isBrokerTopicConfigChanged`, for the table and a batch's draft alike: changed unless both the
+/// stored and the reported DataVersion are known and equal.
+fn data_version_changed(stored: Option<DataVersion>, reported: Option<&DataVersion>) -> bool {
+    !matches!((stored, reported), (Some(stored), Some(reported)) if stored == *reported)
 }
 
 /// One batch's changes to the live table, seen by the batch as if applied, committed by the writer after
@@ -163,10 +166,7 @@ impl<'a> LiveDraft<'a> {
 
     /// See [`BrokerLiveTable::is_data_version_changed`].
     pub(super) fn is_data_version_changed(&self, key: &BrokerAddrKey, dv: Option<&DataVersion>) -> bool {
-        match (self.get(key), dv) {
-            (Some(e), Some(dv)) => e.data_version != *dv,
-            _ => true,
-        }
+        data_version_changed(self.get(key).map(|e| e.data_version), dv)
     }
 
     /// Brokers whose last registration came over connection `conn`, this batch's included.
