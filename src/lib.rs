@@ -11,7 +11,8 @@
 //! - `processor`: request dispatch, one handler per code, over the server's shared state (`state`);
 //!   `error`: failures mapped to response codes in one place; `acl`: request signatures;
 //! - `connection`, `server`: I/O, accept loop, supervision; `tls`: optional TLS; `housekeeping`: expiry
-//!   scan and route saver; `frame_budget`: memory for large frames;
+//!   scan and route saver; `frame_budget`: memory for large frames; `offload`: work moved to the blocking
+//!   pool;
 //! - `http` and `metrics`: the operator's port;
 //! - `kvconfig`: the KV config store; `fsutil`: crash-safe file writes;
 //! - `config`: the Java configuration keys, and which of them may change at runtime;
@@ -49,6 +50,7 @@ internal_modules!(
     json,
     kvconfig,
     metrics,
+    offload,
     processor,
     protocol,
     remoting,

@@ -54,12 +54,8 @@ pub(super) async fn register_broker(
         version: req.version,
         crc32: crc_field(req)?,
     };
-    let body = match tokio::task::spawn_blocking(move || received.decode()).await {
-        Ok(decoded) => decoded?,
-        // A panic while decoding is a bug: this connection's task ends with it, and the server logs it.
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => return Err(RequestError::ShuttingDown),
-    };
+    // A panic while decoding is a bug: this connection's task ends with it, and the server logs it.
+    let body = crate::offload::on_blocking_pool(move || received.decode()).await.ok_or(RequestError::ShuttingDown)??;
     let registration = BrokerRegistration {
         cluster: cluster.into(),
         broker_addr: broker_addr.into(),

@@ -291,18 +291,11 @@ async fn off_readers(
     mut state: WriterState,
     work: impl FnOnce(&mut WriterState) + Send + 'static,
 ) -> Option<WriterState> {
-    let done = tokio::task::spawn_blocking(move || {
+    crate::offload::on_blocking_pool(move || {
         work(&mut state);
         state
     })
-    .await;
-    match done {
-        Ok(state) => Some(state),
-        Err(e) => match e.try_into_panic() {
-            Ok(panic) => std::panic::resume_unwind(panic),
-            Err(_) => None,
-        },
-    }
+    .await
 }
 
 impl WriterState {
