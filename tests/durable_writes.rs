@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -170,22 +170,9 @@ fn properties(dir: &Path, metrics_port: u16) -> String {
 
 /// The real binary, from `program` and its arguments; returns it with its address (from its boot line).
 fn spawn(program: &str, args: &[&str]) -> (Child, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(program)
-        .args(args)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("a boot line").expect("read stderr");
-        if let Some(rest) = line.split("boot success. serializeType=JSON, address ").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let mut command = Command::new(program);
+    command.args(args);
+    let (child, addr, _logs) = spawn_command_with_logs(command);
     (child, addr)
 }
 

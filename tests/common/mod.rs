@@ -331,10 +331,18 @@ pub fn spawn_binary(config_file: &std::path::Path) -> (std::process::Child, Stri
 pub fn spawn_binary_with_logs(
     config_file: &std::path::Path,
 ) -> (std::process::Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_rocketns"));
+    command.arg("-c").arg(config_file);
+    spawn_command_with_logs(command)
+}
+
+/// Starts `command`, which runs the real binary (directly or through a wrapper such as `unshare`), and
+/// returns it with the address from its boot line and the log lines that follow, as they come.
+pub fn spawn_command_with_logs(
+    mut command: std::process::Command,
+) -> (std::process::Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rocketns"))
-        .arg("-c")
-        .arg(config_file)
+    let mut child = command
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
