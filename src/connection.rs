@@ -35,6 +35,14 @@ pub struct Connection<S> {
     idle_timeout: Duration,
 }
 
+/// Why a connection waiting for its peer woke up.
+enum Woke {
+    Read(std::io::Result<usize>),
+    /// A late reply was queued (`OutQueue::late_replies`): it is written next.
+    LateReply,
+    Idle,
+}
+
 /// Room in the large-frame budget held for the frame at the front of the read buffer, and when that frame
 /// must be complete.
 struct LargeFrame {
@@ -152,19 +160,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             let read = loop {
                 tokio::select! {
                     biased;
-                    read = self.stream.read_buf(&mut read_buf) => break Some(read),
+                    read = self.stream.read_buf(&mut read_buf) => break Woke::Read(read),
+                    reply = out.next_late_reply() => {
+                        out.push(&reply);
+                        break Woke::LateReply;
+                    }
                     () = &mut timer => {
                         let idle_at = last_read + self.idle_timeout;
                         let deadline = large.as_ref().map_or(idle_at, |frame| frame.deadline.min(idle_at));
                         if Instant::now() >= deadline {
-                            break None;
+                            break Woke::Idle;
                         }
                         timer.as_mut().reset(deadline);
                     }
                 }
             };
             match read {
-                None => {
+                Woke::Idle => {
                     if let Some(frame) = &large
                         && Instant::now() >= frame.deadline
                     {
@@ -175,19 +187,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     }
                     return;
                 }
-                Some(Ok(0)) => {
+                Woke::Read(Ok(0)) => {
                     if !read_buf.is_empty() {
                         tracing::debug!(conn = self.id, pending = read_buf.len(), "peer closed mid-frame");
                     }
                     return;
                 }
-                Some(Ok(n)) => {
+                Woke::LateReply => {}
+                Woke::Read(Ok(n)) => {
                     last_read = Instant::now();
                     if n == room {
                         read_size = (read_size * 2).min(MAX_READ);
                     }
                 }
-                Some(Err(_)) => return,
+                Woke::Read(Err(_)) => return,
             }
         }
     }

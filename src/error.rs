@@ -26,6 +26,9 @@ pub enum RequestError {
     TopicNotExist(String),
     #[error("disable")]
     Disabled,
+    /// Java's remark when its request executor refuses work; here, too many cluster-test lookups wait.
+    #[error("[OVERLOAD]system busy, start flow control for a while")]
+    Busy,
     #[error("the route writer queue is full, try again later")]
     QueueFull,
     #[error("the name server is shutting down")]
@@ -55,6 +58,7 @@ impl RequestError {
         match self {
             RequestError::TopicNotExist(_) => response::TOPIC_NOT_EXIST,
             RequestError::NotSupported(_) => response::REQUEST_CODE_NOT_SUPPORTED,
+            RequestError::Busy => response::SYSTEM_BUSY,
             RequestError::KvNotFound { .. } | RequestError::KvNamespaceNotFound(_) => response::QUERY_NOT_FOUND,
             RequestError::ConfigUpdate(
                 ConfigUpdateError::BlackListed(_) | ConfigUpdateError::StartupOnly(_) | ConfigUpdateError::Unknown(_),

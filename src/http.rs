@@ -46,6 +46,11 @@ async fn metrics(State(p): State<ServerState>) -> Response {
         ("rocketns_registrations_total", "REGISTER_BROKER requests applied.", c.registrations.load(Ordering::Relaxed)),
         ("rocketns_expiries_total", "Brokers removed for silence.", c.expiries.load(Ordering::Relaxed)),
         ("rocketns_snapshot_publishes_total", "Route snapshots published.", c.publishes.load(Ordering::Relaxed)),
+        (
+            "rocketns_min_broker_id_notices_dropped_total",
+            "905 notices dropped because the notifier's queue was full.",
+            c.notices_dropped.load(Ordering::Relaxed),
+        ),
     ];
     let gauges = [
         ("rocketns_snapshot_version", "Version of the route snapshot being served.", snapshot.version as i64),

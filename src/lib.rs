@@ -13,6 +13,7 @@
 //! - `connection`, `server`: I/O, accept loop, supervision; `tls`: optional TLS; `housekeeping`: expiry
 //!   scan and route saver; `frame_budget`: memory for large frames; `offload`: work moved to the blocking
 //!   pool;
+//! - `outbound`: connections the server opens itself (905 notices to brokers, cluster-test lookups);
 //! - `http` and `metrics`: the operator's port;
 //! - `kvconfig`: the KV config store; `fsutil`: crash-safe file writes;
 //! - `config`: the Java configuration keys, and which of them may change at runtime;
@@ -51,6 +52,7 @@ internal_modules!(
     kvconfig,
     metrics,
     offload,
+    outbound,
     processor,
     protocol,
     remoting,

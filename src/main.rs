@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use rocketns::config::ClientProperties;
 use rocketns::{NameServer, NamesrvConfig};
 
 #[global_allocator]
@@ -25,6 +26,18 @@ struct Cli {
     /// Accepted for compatibility with mqnamesrv; a NameServer has no use for it.
     #[arg(short = 'n', long = "namesrvAddr", value_name = "ADDRS")]
     namesrv_addr: Option<String>,
+    /// A system property, as a Java NameServer's JVM takes them (`JAVA_OPT`): cluster-test mode reads
+    /// rocketmq.namesrv.addr, rocketmq.namesrv.domain and rocketmq.namesrv.domain.subgroup.
+    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define)]
+    define: Vec<(String, String)>,
+}
+
+fn parse_define(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text.split_once('=').unwrap_or((text, ""));
+    if key.is_empty() {
+        return Err("expected KEY=VALUE".to_string());
+    }
+    Ok((key.to_string(), value.to_string()))
 }
 
 fn main() -> ExitCode {
@@ -86,7 +99,8 @@ fn main() -> ExitCode {
             }
         };
         let serialize_type = config.serialize_type.clone();
-        let server = match NameServer::bind(config, cli.config_file.clone()).await {
+        let properties = ClientProperties::from_defines(&cli.define);
+        let server = match NameServer::bind_with(config, cli.config_file.clone(), properties).await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("rocketns: {e}");

@@ -81,6 +81,23 @@ pub struct Metrics {
     pub large_frames_too_slow: AtomicU64,
     /// Writes of the server's files that failed (the change was refused, or for the route file, retried).
     pub file_write_failures: FileWriteFailures,
+    /// What the NameServer's own connections did (`outbound`).
+    pub outbound: OutboundCounters,
+}
+
+/// 905 notices sent to brokers, and cluster-test lookups in the product environment.
+#[derive(Debug, Default)]
+pub struct OutboundCounters {
+    pub notices_sent: AtomicU64,
+    pub notices_failed: AtomicU64,
+    /// The product NameServer had the topic.
+    pub product_found: AtomicU64,
+    /// It answered that it has no such topic.
+    pub product_not_found: AtomicU64,
+    /// No answer: no address, no connection, a timeout, an unreadable reply.
+    pub product_failed: AtomicU64,
+    /// Refused before asking: too many lookups waiting already.
+    pub product_busy: AtomicU64,
 }
 
 /// Failed writes, per file.
@@ -142,6 +159,7 @@ impl Metrics {
             large_frames_no_room: AtomicU64::new(0),
             large_frames_too_slow: AtomicU64::new(0),
             file_write_failures: FileWriteFailures::default(),
+            outbound: OutboundCounters::default(),
         }
     }
 
@@ -205,6 +223,27 @@ impl Metrics {
         for (file, n) in [("kv", &f.kv), ("config", &f.config), ("routes", &f.routes)] {
             let _ =
                 writeln!(out, "rocketns_file_write_failures_total{{file=\"{file}\"}} {}", n.load(Ordering::Relaxed));
+        }
+        let o = &self.outbound;
+        out.push_str("# HELP rocketns_min_broker_id_notifications_total NOTIFY_MIN_BROKER_ID_CHANGE (905) sends to brokers (notifyMinBrokerIdChanged), by result.\n");
+        out.push_str("# TYPE rocketns_min_broker_id_notifications_total counter\n");
+        for (result, n) in [("sent", &o.notices_sent), ("failed", &o.notices_failed)] {
+            let _ = writeln!(
+                out,
+                "rocketns_min_broker_id_notifications_total{{result=\"{result}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP rocketns_cluster_test_lookups_total Route lookups asked of the product environment's NameServer (clusterTest), by result.\n");
+        out.push_str("# TYPE rocketns_cluster_test_lookups_total counter\n");
+        let lookups = [
+            ("found", &o.product_found),
+            ("not_found", &o.product_not_found),
+            ("failed", &o.product_failed),
+            ("busy", &o.product_busy),
+        ];
+        for (result, n) in lookups {
+            let _ = writeln!(out, "rocketns_cluster_test_lookups_total{{result=\"{result}\"}} {}", n.load(Ordering::Relaxed));
         }
         let connections_total = self.connections_total.load(Ordering::Relaxed);
         let connections = self.connections.load(Ordering::Relaxed);

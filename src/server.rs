@@ -11,11 +11,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::acl::AccessControl;
-use crate::config::NamesrvConfig;
+use crate::config::{ClientProperties, NamesrvConfig};
 use crate::connection::Connection;
 use crate::frame_budget::FrameBudget;
 use crate::housekeeping;
 use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
+use crate::outbound::product_env::ProductEnv;
 use crate::processor::route_config;
 use crate::route::{ConnId, RouteSnapshot, RouteWriter, route_table};
 use crate::state::ServerState;
@@ -55,6 +56,16 @@ impl NameServer {
     /// `config_file` is the `-c` file, where runtime config updates are written back; `None` keeps them in
     /// memory only.
     pub async fn bind(config: NamesrvConfig, config_file: Option<PathBuf>) -> Result<Self, StartError> {
+        Self::bind_with(config, config_file, ClientProperties::from_defines(&[])).await
+    }
+
+    /// `bind`, with the system properties a Java NameServer's JVM would have (`-D` options): cluster-test
+    /// mode finds the product environment's NameServer through them.
+    pub async fn bind_with(
+        config: NamesrvConfig,
+        config_file: Option<PathBuf>,
+        client_properties: ClientProperties,
+    ) -> Result<Self, StartError> {
         let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
         let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
         let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
@@ -78,9 +89,12 @@ impl NameServer {
         } else {
             None
         };
+        let product_env = config.cluster_test.then(|| config.product_env_name.clone());
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
         let mut state = ServerState::new(routes, shared, kv, config_file);
         state.access_control = access_control;
+        state.product_env =
+            product_env.map(|name| Arc::new(ProductEnv::new(&name, &client_properties, state.metrics.clone())));
         Ok(NameServer { listener, tls, metrics_listener, state, writer })
     }
 
@@ -103,8 +117,13 @@ impl NameServer {
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let NameServer { listener, tls, metrics_listener, state, writer } = self;
+        let NameServer { listener, tls, metrics_listener, state, mut writer } = self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
+        let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
+            let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
+            writer.send_min_broker_id_changes(sink);
+            tokio::spawn(crate::outbound::notify::run(notices, state.metrics.clone()))
+        });
         let mut tasks = Supervised {
             writer: tokio::spawn(writer.run()),
             scan: tokio::spawn(housekeeping::scan_inactive_brokers(state.routes.clone(), state.config.clone())),
@@ -115,6 +134,7 @@ impl NameServer {
                 saver_stop,
             )),
             http: metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, state.clone()))),
+            notifier,
         };
         let budget_bytes = usize::try_from(state.config.load().large_frame_buffer_bytes).unwrap_or(usize::MAX);
         let budget = FrameBudget::new(budget_bytes, state.metrics.clone());
@@ -193,6 +213,8 @@ struct Supervised {
     saver: JoinHandle<()>,
     /// The metrics and health port, when configured: an operator's probes and scrapes depend on it.
     http: Option<JoinHandle<()>>,
+    /// The 905 notifier, with `notifyMinBrokerIdChanged`.
+    notifier: Option<JoinHandle<()>>,
 }
 
 impl Supervised {
@@ -203,12 +225,8 @@ impl Supervised {
             ended = &mut self.writer => task_ended("route writer", ended),
             ended = &mut self.scan => task_ended("expiry scan", ended),
             ended = &mut self.saver => task_ended("route snapshot saver", ended),
-            ended = async {
-                match &mut self.http {
-                    Some(http) => http.await,
-                    None => std::future::pending().await,
-                }
-            } => task_ended("metrics HTTP server", ended),
+            ended = optional(&mut self.http) => task_ended("metrics HTTP server", ended),
+            ended = optional(&mut self.notifier) => task_ended("905 notifier", ended),
         }
     }
 
@@ -216,9 +234,17 @@ impl Supervised {
         self.writer.abort();
         self.scan.abort();
         self.saver.abort();
-        if let Some(http) = &self.http {
-            http.abort();
+        for task in self.http.iter().chain(&self.notifier) {
+            task.abort();
         }
+    }
+}
+
+/// A task that may not run: never ends when it does not.
+async fn optional(task: &mut Option<JoinHandle<()>>) -> Result<(), tokio::task::JoinError> {
+    match task {
+        Some(task) => task.await,
+        None => std::future::pending().await,
     }
 }
 
@@ -354,6 +380,7 @@ mod tests {
             scan: pending(),
             saver: pending(),
             http: None,
+            notifier: None,
         };
         match tasks.ended().await {
             ServeError::TaskEnded { task, reason } => {
@@ -366,7 +393,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_scan_that_returns_is_reported() {
-        let mut tasks = Supervised { writer: pending(), scan: tokio::spawn(async {}), saver: pending(), http: None };
+        let mut tasks = Supervised {
+            writer: pending(),
+            scan: tokio::spawn(async {}),
+            saver: pending(),
+            http: None,
+            notifier: None,
+        };
         let failure = tasks.ended().await;
         assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
         tasks.abort();
@@ -375,8 +408,13 @@ mod tests {
     /// The metrics port is watched like the route tasks: its server ending stops the name server.
     #[tokio::test]
     async fn a_metrics_server_that_ends_is_reported() {
-        let mut tasks =
-            Supervised { writer: pending(), scan: pending(), saver: pending(), http: Some(tokio::spawn(async {})) };
+        let mut tasks = Supervised {
+            writer: pending(),
+            scan: pending(),
+            saver: pending(),
+            http: Some(tokio::spawn(async {})),
+            notifier: None,
+        };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
         tasks.abort();

@@ -27,6 +27,8 @@ pub struct ServerState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Signature checks, when `aclEnable` is on.
     pub access_control: Option<Arc<crate::acl::AccessControl>>,
+    /// The product environment's NameServer, in cluster-test mode (`clusterTest`).
+    pub product_env: Option<Arc<crate::outbound::product_env::ProductEnv>>,
 }
 
 impl ServerState {
@@ -46,6 +48,7 @@ impl ServerState {
             shutting_down: Default::default(),
             metrics: Default::default(),
             access_control: None,
+            product_env: None,
         }
     }
 

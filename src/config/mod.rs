@@ -5,6 +5,7 @@
 //! keys that only tune Java internals (thread pools, Netty buffers) are recorded and reported but have no
 //! effect. Unknown keys are warned about, not fatal.
 
+mod client_properties;
 mod properties;
 mod update;
 
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use client_properties::ClientProperties;
 pub use update::{ConfigUpdateError, UPDATABLE_KEYS};
 
 /// The configuration handlers read: replaced whole by UPDATE_NAMESRV_CONFIG, never locked.

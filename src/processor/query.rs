@@ -13,7 +13,8 @@ use crate::json::{self, JsonStyle};
 use crate::protocol::codes::{request, response, version};
 use crate::protocol::route_data::write_broker_addrs;
 use crate::remoting::{OutQueue, RemotingCommand};
-use crate::route::encode::encode_route_for_zone;
+use crate::outbound::product_env::ProductEnv;
+use crate::route::encode::{encode_route_for_cluster_test, encode_route_for_zone};
 use crate::route::snapshot::encode_topic_list;
 use crate::state::ServerState;
 
@@ -45,6 +46,9 @@ pub(super) fn answer_route_info(
     req: &RemotingCommand,
     out: &mut OutQueue,
 ) -> Result<(), RequestError> {
+    if let Some(product) = &p.product_env {
+        return answer_cluster_test(p, product, req, out);
+    }
     if p.waiting_for_service() {
         return Err(RequestError::NotReady);
     }
@@ -66,6 +70,32 @@ pub(super) fn answer_route_info(
         out.push_with_body(&resp, &[&body.shared, &body.own]);
     }
     Ok(())
+}
+
+/// GET_ROUTEINFO_BY_TOPIC in cluster-test mode (`ClusterTestRequestProcessor#getRouteInfoByTopic`, which
+/// has no start-up wait): a local hit as that processor encodes it; a miss asked of the product
+/// environment, answered later from a task of its own.
+fn answer_cluster_test(
+    p: &ServerState,
+    product: &Arc<ProductEnv>,
+    req: &RemotingCommand,
+    out: &mut OutQueue,
+) -> Result<(), RequestError> {
+    let Some(topic) = req.ext("topic") else { return Err(RequestError::TopicNotExist("null".into())) };
+    let zone = requested_zone(req);
+    if let Some(body) = encode_route_for_cluster_test(&p.routes.load(), topic, zone) {
+        if !req.is_oneway() {
+            let mut resp = success();
+            resp.opaque = req.opaque;
+            resp.body = Bytes::from(body);
+            out.push(&resp);
+        }
+        return Ok(());
+    }
+    if req.is_oneway() {
+        return Ok(());
+    }
+    product.spawn_lookup(topic, zone, req.opaque, out.late_replies())
 }
 
 pub(super) fn get_broker_cluster_info(p: &ServerState) -> RemotingCommand {

@@ -25,12 +25,15 @@ pub mod request {
     pub const ADD_WRITE_PERM_OF_BROKER: i32 = 327;
     pub const GET_BROKER_MEMBER_GROUP: i32 = 901;
     pub const BROKER_HEARTBEAT: i32 = 904;
+    /// Sent by the NameServer to brokers (`notifyMinBrokerIdChanged`), never received.
+    pub const NOTIFY_MIN_BROKER_ID_CHANGE: i32 = 905;
 }
 
 /// Response codes (`RemotingSysResponseCode`, `ResponseCode`).
 pub mod response {
     pub const SUCCESS: i32 = 0;
     pub const SYSTEM_ERROR: i32 = 1;
+    pub const SYSTEM_BUSY: i32 = 2;
     pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
     pub const NO_PERMISSION: i32 = 16;
     pub const TOPIC_NOT_EXIST: i32 = 17;

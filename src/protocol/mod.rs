@@ -4,6 +4,7 @@ pub mod codes;
 pub mod data_version;
 pub mod lenient;
 pub mod register_body;
+pub mod remote_route;
 pub mod route_data;
 pub mod static_topic;
 pub mod topic_name;

@@ -211,8 +211,8 @@ pub struct RemotingCommand {
 }
 
 impl RemotingCommand {
-    #[cfg(any(test, feature = "testing"))]
-    /// A request as a client would send it (used by tests, the load generator and tools).
+    /// A request as a Java 5.3 client sends it (also the NameServer's own, to brokers and the product
+    /// environment's NameServer).
     pub fn request(code: i32, ext_fields: ExtFields) -> Self {
         RemotingCommand {
             code,
@@ -259,7 +259,6 @@ impl RemotingCommand {
         }
     }
 
-    #[cfg(any(test, feature = "testing"))]
     /// Writes the whole frame (prefix, header, body) into `dst`.
     pub fn encode(&self, ty: SerializeType, dst: &mut BytesMut) {
         self.encode_head(ty, self.body.len(), dst);

@@ -10,6 +10,7 @@ use std::io::IoSlice;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 use super::{RemotingCommand, SerializeType};
 
@@ -17,6 +18,14 @@ pub struct OutQueue {
     serialize_type: SerializeType,
     chunks: VecDeque<Bytes>,
     scratch: BytesMut,
+    /// Replies that tasks of their own answer later (cluster-test lookups), out of order as Java's are;
+    /// made when the connection first needs them.
+    late: Option<LateReplies>,
+}
+
+struct LateReplies {
+    tx: mpsc::UnboundedSender<RemotingCommand>,
+    rx: mpsc::UnboundedReceiver<RemotingCommand>,
 }
 
 /// Bodies up to this size are copied into the write buffer.
@@ -31,7 +40,28 @@ const MAX_IOVECS: usize = 64;
 impl OutQueue {
     /// Replies are written with `serialize_type`'s header (`rocketmq.serialize.type`), whatever the request's.
     pub fn new(serialize_type: SerializeType) -> Self {
-        OutQueue { serialize_type, chunks: VecDeque::new(), scratch: BytesMut::new() }
+        OutQueue { serialize_type, chunks: VecDeque::new(), scratch: BytesMut::new(), late: None }
+    }
+
+    /// Where a task answering a request later sends its reply (with the request's opaque).
+    pub fn late_replies(&mut self) -> mpsc::UnboundedSender<RemotingCommand> {
+        let late = self.late.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            LateReplies { tx, rx }
+        });
+        late.tx.clone()
+    }
+
+    /// The next late reply; never ready on a connection that has none to wait for. Cancel-safe.
+    pub async fn next_late_reply(&mut self) -> RemotingCommand {
+        match &mut self.late {
+            // The queue holds a sender itself, so it never ends.
+            Some(late) => match late.rx.recv().await {
+                Some(reply) => reply,
+                None => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
     }
 
     pub fn push(&mut self, resp: &RemotingCommand) {

@@ -16,6 +16,7 @@ use crate::protocol::{BrokerData, QueueConfig, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
 use crate::route::encode::{SectionCache, encode_route};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId, LiveChanges, LiveDraft};
+use crate::route::min_broker_id::MinBrokerIdChange;
 use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
 
 /// A REGISTER_BROKER request, decoded.
@@ -77,6 +78,10 @@ pub(in crate::route) struct RouteBuilder<'a> {
     /// Broker groups whose BrokerData or filter servers changed: all their topics are re-encoded.
     dirty_brokers: TopicSet,
     changed: bool,
+    /// 905 notices, in order; and per group, the last broker that left it as its lowest id since the last
+    /// registration (`notice_departures`).
+    notices: Vec<MinBrokerIdChange>,
+    left_as_lowest: HashMap<Arc<str>, Arc<str>, FastHasher>,
 }
 
 impl<'a> RouteBuilder<'a> {
@@ -93,6 +98,8 @@ impl<'a> RouteBuilder<'a> {
             dirty_topics: TopicSet::default(),
             dirty_brokers: TopicSet::default(),
             changed: false,
+            notices: Vec::new(),
+            left_as_lowest: HashMap::default(),
         }
     }
 
@@ -207,7 +214,12 @@ impl<'a> RouteBuilder<'a> {
         }
         let Some(data) = self.next.brokers.get(&req.broker_name).cloned() else { return };
         let mut data = (*data).clone();
+        // Java compares the request's id (not the address's) with the group's lowest.
+        let lowest_left = data.broker_addrs.keys().next() == Some(&req.broker_id);
         data.broker_addrs.retain(|_, addr| *addr != req.broker_addr);
+        if !data.broker_addrs.is_empty() && lowest_left {
+            self.left_as_lowest.insert(req.broker_name.clone(), req.broker_addr.clone());
+        }
         if data.broker_addrs.is_empty() {
             self.next.brokers.remove(&req.broker_name);
             self.dirty_brokers.insert(req.broker_name.clone());
@@ -365,6 +377,23 @@ impl<'a> RouteBuilder<'a> {
     /// Drops the live entry of an address no route names.
     pub(in crate::route) fn forget_live(&mut self, key: &BrokerAddrKey) {
         self.live.remove(key);
+    }
+
+    /// The 905 notices of the batch: its registrations' in order, then one per group whose lowest-id broker
+    /// left, for the groups still there that allow an acting master.
+    pub(in crate::route) fn take_notices(&mut self) -> Vec<MinBrokerIdChange> {
+        self.notice_departures();
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Decides the notices of the unregistrations applied since the last registration: Java decides those
+    /// of a batch of unregistrations once it is applied, from the groups as they are then.
+    pub(super) fn notice_departures(&mut self) {
+        for (name, offline) in std::mem::take(&mut self.left_as_lowest) {
+            if let Some(group) = self.next.brokers.get(&name).filter(|g| g.enable_acting_master) {
+                self.notices.extend(MinBrokerIdChange::new(&name, &group.broker_addrs, Some(offline), None));
+            }
+        }
     }
 
     /// The batch's view of the live table, its own changes included.

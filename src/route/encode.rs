@@ -77,7 +77,7 @@ pub fn encode_route(
     route: &TopicRoute,
     cache: &mut SectionCache,
 ) -> Option<EncodedRoute> {
-    let p = prepare(snapshot, topic, route, None)?;
+    let p = prepare(snapshot, topic, route, None, false)?;
     let key: BrokerSetKey = p.brokers.iter().zip(&p.rewritten).map(|(b, r)| (b.broker_name.clone(), *r)).collect();
     let (shared_fastjson, shared_standard) = cache
         .sections
@@ -114,8 +114,18 @@ pub fn encode_route(
 pub fn encode_route_for_zone(snapshot: &RouteSnapshot, topic: &str, zone: &str) -> Option<RouteBody> {
     let route = snapshot.topic(topic)?;
     route.encoded.as_ref()?;
-    let p = prepare(snapshot, topic, route, Some(zone))?;
+    let p = prepare(snapshot, topic, route, Some(zone), false)?;
     Some(RouteBody { shared: Bytes::new(), own: p.with_parts(|parts| parts.encode(JsonStyle::Fastjson).into()) })
+}
+
+/// The route as `ClusterTestRequestProcessor` answers a local hit (cluster-test mode): `orderTopicConf` from
+/// the KV store whatever `orderMessageEnable` says, in fastjson's default style whatever the client asked
+/// for; zone-filtered when the client asks for a zone. Encoded per request: the mode is for test clusters.
+pub fn encode_route_for_cluster_test(snapshot: &RouteSnapshot, topic: &str, zone: Option<&str>) -> Option<Vec<u8>> {
+    let route = snapshot.topic(topic)?;
+    route.encoded.as_ref()?;
+    let p = prepare(snapshot, topic, route, zone, true)?;
+    Some(p.with_parts(|parts| parts.encode(JsonStyle::Fastjson)))
 }
 
 fn prepare<'s>(
@@ -123,6 +133,7 @@ fn prepare<'s>(
     topic: &str,
     route: &'s TopicRoute,
     zone: Option<&str>,
+    order_conf_always: bool,
 ) -> Option<Prepared<'s>> {
     let mut brokers: Vec<Cow<'s, BrokerData>> = route
         .queue_datas
@@ -151,8 +162,11 @@ fn prepare<'s>(
         snapshot.filter_servers_of(b, &mut filter_servers);
     }
     filter_servers.sort_by(|a, b| a.0.cmp(b.0));
-    let order_topic_conf =
-        if snapshot.config.order_message_enable { snapshot.order_topic_conf.get(topic).map(|c| &**c) } else { None };
+    let order_topic_conf = if snapshot.config.order_message_enable || order_conf_always {
+        snapshot.order_topic_conf.get(topic).map(|c| &**c)
+    } else {
+        None
+    };
     let mappings = snapshot.mappings.get(topic).map(|m| m.iter().map(|(b, info)| (&**b, info)).collect());
     Some(Prepared { brokers, rewritten, queues, filter_servers, order_topic_conf, mappings })
 }

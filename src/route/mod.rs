@@ -3,7 +3,7 @@
 //! Files: `snapshot.rs` (the published data), `topic_table.rs` (its copy-on-write topic map), `encode.rs`
 //! (route bodies, encoded once per change), `builder.rs` (RouteInfoManager's rules applied to the next
 //! snapshot) with `builder/register.rs` (REGISTER_BROKER's steps) and `builder/tests.rs`, `liveness.rs`
-//! (who is live), `writer.rs` (the one writer: the only code that publishes a snapshot or changes who is
+//! (who is live), `min_broker_id.rs` (905 notices the builder decides on), `writer.rs` (the one writer: the only code that publishes a snapshot or changes who is
 //! live) with `writer/tests.rs`, `dump.rs` (the warm-restart route file).
 //!
 //! Everything outside this module reads: [`RouteHandle::load`] for the snapshot, [`LiveView`] for liveness,
@@ -19,6 +19,7 @@ pub mod direct;
 pub mod dump;
 pub mod encode;
 pub mod liveness;
+pub mod min_broker_id;
 pub mod snapshot;
 pub mod topic_table;
 pub mod writer;

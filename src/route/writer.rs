@@ -30,6 +30,7 @@ use crate::route::builder::{
 };
 use crate::route::dump::RoutesToSave;
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId, LiveView};
+use crate::route::min_broker_id::MinBrokerIdChange;
 use crate::route::snapshot::{RouteConfig, RouteSnapshot};
 
 /// At most this many mutations go into one snapshot, so replies are never held back for long.
@@ -91,6 +92,8 @@ pub struct RouteCounters {
     pub registrations: AtomicU64,
     pub expiries: AtomicU64,
     pub publishes: AtomicU64,
+    /// 905 notices dropped because the notifier's queue was full.
+    pub notices_dropped: AtomicU64,
 }
 
 /// What handlers hold to read routes and submit changes. Reading is all it can do with the published state:
@@ -198,6 +201,8 @@ struct WriterState {
     /// routes were all re-encoded frees every route in it, and a reader whose guard happened to be the last
     /// would pay for that in front of its lookup.
     retired: Vec<Arc<RouteSnapshot>>,
+    /// Where 905 notices go (`notifyMinBrokerIdChanged`); `None` drops them.
+    notices: Option<mpsc::Sender<MinBrokerIdChange>>,
 }
 
 /// Creates the route table, starting from `initial` (empty, with its switches and ordered-topic configs):
@@ -244,11 +249,18 @@ pub fn route_table(
         pending_unregisters: pending_unregisters.clone(),
         unregister_capacity,
     };
-    let state = WriterState { snapshot, liveness, index, pending_unregisters, counters, retired: Vec::new() };
+    let state =
+        WriterState { snapshot, liveness, index, pending_unregisters, counters, retired: Vec::new(), notices: None };
     (handle, RouteWriter { rx, state })
 }
 
 impl RouteWriter {
+    /// Hands the batches' 905 notices to `sink` once their snapshot is published. The writer never waits
+    /// for it: a notice finding the channel full is dropped and counted.
+    pub fn send_min_broker_id_changes(&mut self, sink: mpsc::Sender<MinBrokerIdChange>) {
+        self.state.notices = Some(sink);
+    }
+
     /// Runs until every handle is dropped. A panic in a batch is this task's panic (the server's supervisor
     /// reports it and stops).
     pub async fn run(self) {
@@ -381,6 +393,7 @@ impl WriterState {
         }
         // The batch's snapshot first, then its liveness changes, then the replies: whoever is answered sees
         // both (liveness.rs says why the moment between the two is harmless).
+        let notices = builder.take_notices();
         let (next, live) = builder.finish();
         if let Some(next) = next {
             tracing::debug!(version = next.version, topics = next.topics.len(), "route snapshot published");
@@ -389,6 +402,13 @@ impl WriterState {
         }
         live.commit(&self.liveness);
         drop(current);
+        if let Some(sink) = &self.notices {
+            for notice in notices {
+                if sink.try_send(notice).is_err() {
+                    self.counters.notices_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
         for (reply, result) in register_replies {
             let _ = reply.send(result);
         }

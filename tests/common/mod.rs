@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use rocketns::config::ClientProperties;
 use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, FrameDecoder, RemotingCommand, SerializeType, decode_command};
 use rocketns::{NameServer, NamesrvConfig};
@@ -75,6 +76,15 @@ pub async fn start_with(config: NamesrvConfig) -> TestServer {
 /// Starts with a `-c` file, where runtime config updates are written back.
 pub async fn start_with_file(config: NamesrvConfig, config_file: Option<std::path::PathBuf>) -> TestServer {
     let server = NameServer::bind(config, config_file).await.expect("bind 127.0.0.1:0");
+    run(server)
+}
+
+/// Starts with the system properties a Java NameServer's JVM would have (cluster-test mode reads them).
+pub async fn start_with_properties(config: NamesrvConfig, properties: ClientProperties) -> TestServer {
+    run(NameServer::bind_with(config, None, properties).await.expect("bind 127.0.0.1:0"))
+}
+
+fn run(server: NameServer) -> TestServer {
     let addr = server.local_addr().expect("local addr");
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server.run(async {

@@ -9,6 +9,7 @@ use crate::protocol::route_data::{MASTER_ID, PERM_WRITE};
 use crate::protocol::topic_name::is_valid_topic_name;
 use crate::protocol::{BrokerData, QueueConfig};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, DEFAULT_BROKER_TIMEOUT};
+use crate::route::min_broker_id::MinBrokerIdChange;
 
 /// What the registering broker is to its group, which decides whether its topic configs define routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +37,11 @@ impl RouteBuilder<'_> {
         &mut self,
         r: &BrokerRegistration,
     ) -> Result<RegisterResult, RegisterError> {
+        self.notice_departures();
         self.admit_member(r);
         let (mut group, mut first_registration) = self.broker_group(r);
+        // Judged before anything changes, as Java does: an empty group's lowest id counts as 0.
+        let lowers_min_id = r.broker_id < group.broker_addrs.keys().next().copied().unwrap_or(MASTER_ID);
         release_other_id(&mut group, r);
         if self.older_than_holder_of_id(&group, r) {
             tracing::warn!(broker = %r.broker_addr, "registration with an older stateVersion rejected");
@@ -53,6 +57,10 @@ impl RouteBuilder<'_> {
         first_registration |= previous.is_none_or(|a| a.is_empty());
         let role = Role::of(&group, r);
         let acting_master = group.enable_acting_master;
+        if lowers_min_id {
+            let ha = Some(r.ha_server_addr.clone()).filter(|a| !a.is_empty());
+            self.notices.extend(MinBrokerIdChange::new(&r.broker_name, &group.broker_addrs, None, ha));
+        }
         self.put_broker(group);
         if role != Role::OtherSlave {
             let version_changed = self.live.is_data_version_changed(&live_key(r), Some(&r.body.data_version));

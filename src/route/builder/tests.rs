@@ -266,3 +266,45 @@ fn a_slave_learns_its_live_master_and_its_ha_address() {
     t.live.remove(&BrokerAddrKey::new("c", "m:1"));
     assert_eq!(t.apply(&slave), Ok(RegisterResult::default()), "a master that is not live is not named");
 }
+
+/// The 905 notices of one batch: a slave, then its master, then the master leaving, with the group's
+/// acting-master flag as given. Java decides the same (tests/java/min_broker_id.py compares the wire).
+fn notices_of_a_master_coming_and_going(acting_master: bool) -> (Vec<MinBrokerIdChange>, Vec<MinBrokerIdChange>) {
+    let (snapshot, mut index, live) = (RouteSnapshot::default(), BrokerTopicIndex::default(), BrokerLiveTable::new());
+    let mut b = RouteBuilder::new(&snapshot, &mut index, &live);
+    let mut slave = registration(1, "s:1", 1, &[]);
+    let mut master = registration(0, "m:1", 1, &[]);
+    slave.enable_acting_master = Some(acting_master);
+    master.enable_acting_master = Some(acting_master);
+    master.ha_server_addr = "m:2".into();
+    b.register_broker(&slave).unwrap();
+    b.register_broker(&master).unwrap();
+    let registered = b.take_notices();
+    b.unregister_broker(&UnregisterRequest {
+        cluster: "c".into(),
+        broker_addr: "m:1".into(),
+        broker_name: "b".into(),
+        broker_id: 0,
+    });
+    (registered, b.take_notices())
+}
+
+#[test]
+fn a_lower_id_registering_is_noticed_whatever_the_acting_master_flag() {
+    for acting_master in [false, true] {
+        let (registered, _) = notices_of_a_master_coming_and_going(acting_master);
+        assert_eq!(registered.len(), 1);
+        let n = &registered[0];
+        assert_eq!((n.min_broker_id, &*n.min_broker_addr, n.ha_broker_addr.as_deref()), (0, "m:1", Some("m:2")));
+        assert_eq!(n.notify, vec![Arc::from("s:1")]);
+    }
+}
+
+#[test]
+fn the_lowest_id_leaving_is_noticed_only_in_an_acting_master_group() {
+    let (_, left) = notices_of_a_master_coming_and_going(true);
+    assert_eq!(left.len(), 1);
+    assert_eq!((left[0].min_broker_id, left[0].offline_broker_addr.as_deref()), (1, Some("m:1")));
+    let (_, left) = notices_of_a_master_coming_and_going(false);
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -1,0 +1,162 @@
+//! One connection this NameServer opens to another RocketMQ server: requests multiplexed on it by opaque
+//! (as Java's `NettyRemotingClient` does), and one-way sends.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::oneshot;
+use tokio_util::codec::Decoder;
+
+use crate::remoting::command::FLAG_ONEWAY;
+use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
+
+/// Replies larger than this close the connection (a route body is kilobytes; Java's default frame limit).
+const MAX_REPLY: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutboundError {
+    #[error("connecting to {addr} timed out after {ms} ms")]
+    ConnectTimeout { addr: String, ms: u128 },
+    #[error("connecting to {addr} failed: {source}")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("sending to {addr} failed: {source}")]
+    Send { addr: String, source: std::io::Error },
+    #[error("no reply from {addr} within {ms} ms")]
+    ReplyTimeout { addr: String, ms: u128 },
+    #[error("the connection to {addr} closed before the reply")]
+    Closed { addr: String },
+}
+
+type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
+
+pub struct PeerConnection {
+    addr: String,
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pending: Pending,
+    next_opaque: AtomicI32,
+    closed: Arc<AtomicBool>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl PeerConnection {
+    /// Connects to `addr` (`host:port`), giving up after `timeout` (Java's `connectTimeoutMillis`).
+    pub async fn connect(addr: &str, timeout: Duration) -> Result<PeerConnection, OutboundError> {
+        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Err(_) => return Err(OutboundError::ConnectTimeout { addr: addr.to_string(), ms: timeout.as_millis() }),
+            Ok(Err(source)) => return Err(OutboundError::Connect { addr: addr.to_string(), source }),
+            Ok(Ok(stream)) => stream,
+        };
+        let _ = stream.set_nodelay(true);
+        let (read, write) = stream.into_split();
+        let pending: Pending = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
+        let reader = tokio::spawn(read_replies(read, addr.to_string(), pending.clone(), closed.clone()));
+        Ok(PeerConnection {
+            addr: addr.to_string(),
+            writer: tokio::sync::Mutex::new(write),
+            pending,
+            next_opaque: AtomicI32::new(1),
+            closed,
+            reader,
+        })
+    }
+
+    /// Whether the peer closed the connection or it failed; a closed one is not used again.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Sends `cmd` and waits for its reply, at most `timeout` in all.
+    pub async fn request(&self, mut cmd: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, OutboundError> {
+        let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
+        cmd.opaque = opaque;
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(opaque, tx);
+        let exchange = async {
+            self.send(&cmd).await?;
+            rx.await.map_err(|_| OutboundError::Closed { addr: self.addr.clone() })
+        };
+        let result = match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(OutboundError::ReplyTimeout { addr: self.addr.clone(), ms: timeout.as_millis() }),
+        };
+        lock(&self.pending).remove(&opaque);
+        result
+    }
+
+    /// Sends `cmd` one-way (no reply is expected), waiting at most `timeout` for the write.
+    pub async fn oneway(&self, mut cmd: RemotingCommand, timeout: Duration) -> Result<(), OutboundError> {
+        cmd.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
+        cmd.flag |= FLAG_ONEWAY;
+        match tokio::time::timeout(timeout, self.send(&cmd)).await {
+            Ok(result) => result,
+            Err(_) => Err(OutboundError::ReplyTimeout { addr: self.addr.clone(), ms: timeout.as_millis() }),
+        }
+    }
+
+    async fn send(&self, cmd: &RemotingCommand) -> Result<(), OutboundError> {
+        let mut frame = BytesMut::new();
+        cmd.encode(SerializeType::Json, &mut frame);
+        let mut writer = self.writer.lock().await;
+        let written = async {
+            writer.write_all(&frame).await?;
+            writer.flush().await
+        };
+        written.await.map_err(|source| {
+            self.closed.store(true, Ordering::Release);
+            OutboundError::Send { addr: self.addr.clone(), source }
+        })
+    }
+}
+
+impl Drop for PeerConnection {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<i32, oneshot::Sender<RemotingCommand>>> {
+    pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Hands each reply to the request waiting for its opaque, until the connection ends; then every waiting
+/// request learns that it closed.
+async fn read_replies(mut read: OwnedReadHalf, addr: String, pending: Pending, closed: Arc<AtomicBool>) {
+    let mut decoder = FrameDecoder::new(MAX_REPLY);
+    let mut buf = BytesMut::with_capacity(4096);
+    'read: loop {
+        loop {
+            match decoder.decode(&mut buf) {
+                Ok(Some(frame)) => match decode_command(frame) {
+                    Ok(reply) if reply.is_response() => {
+                        if let Some(waiting) = lock(&pending).remove(&reply.opaque) {
+                            let _ = waiting.send(reply);
+                        }
+                    }
+                    Ok(_) => tracing::debug!(peer = %addr, "request from a peer ignored"),
+                    Err(e) => {
+                        tracing::warn!(peer = %addr, error = %e, "undecodable reply, closing the connection");
+                        break 'read;
+                    }
+                },
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(peer = %addr, error = %e, "undecodable frame, closing the connection");
+                    break 'read;
+                }
+            }
+        }
+        match read.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    closed.store(true, Ordering::Release);
+    lock(&pending).clear();
+}
