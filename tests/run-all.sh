@@ -5,9 +5,10 @@
 # fuzz target (tests/fuzz-smoke.sh), real third-party RocketMQ software against rocketns
 # (tests/interop/run.sh), the live Java NameServer against its recorded replies (tests/java/reference.sh),
 # Java brokers and mqadmin with rocketns beside the Java NameServer (tests/java/side-by-side.sh), Java and Go
-# clients through brokers found via rocketns (tests/java/clients.sh), a 5.x acting-master pair
-# (tests/java/acting-master.sh) and signed broker and mqadmin requests (tests/java/signing.sh); the last six
-# need root. Each stage's result is printed as it ends; the last line counts the stages:
+# clients through brokers found via rocketns (tests/java/clients.sh), a 5.x acting-master pair and 905 notices
+# (tests/java/acting-master.sh), signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode
+# beside the Java NameServer 4.9.7 (tests/java/cluster-test.sh) and the gRPC Java client through a Java Proxy
+# (tests/java/proxy.sh); the last eight need root. Each stage's result is printed as it ends; the last line counts the stages:
 # `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are named. The
 # first run on a fresh machine installs cargo-fuzz, the rocketmq-rust broker and the Java RocketMQ jars, and
 # builds the interop client (README, "Before you start").
@@ -20,7 +21,7 @@ trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 
 stages=(fmt clippy readme-run test fuzz interop java-reference java-side-by-side java-clients java-acting-master
-    java-signing)
+    java-signing java-cluster-test java-proxy)
 declare -A what=(
     [fmt]="cargo fmt --check"
     [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
@@ -31,8 +32,10 @@ declare -A what=(
     [java-reference]="the Java NameServer 5.3.3 answers the corpus as recorded (and 5.5.0 is compared)"
     [java-side-by-side]="Java 5.3.3 and 4.9.7 brokers and mqadmin, rocketns beside the Java NameServer"
     [java-clients]="Java 5.3.3, Java 4.9.7 and Go clients, 1,000 messages each, via rocketns"
-    [java-acting-master]="a Java 5.3.3 master/slave pair with an acting master, beside the Java NameServer"
+    [java-acting-master]="a Java 5.3.3 master/slave pair with an acting master, and 905 notices, beside the Java NameServer"
     [java-signing]="a signing Java 5.3.3 broker and mqadmin against rocketns with aclEnable"
+    [java-cluster-test]="cluster-test mode beside the Java NameServer 4.9.7 (and 5.3.3) in the same mode"
+    [java-proxy]="the gRPC Java client through a Java Proxy 5.3.3 whose NameServer is rocketns, then Java's"
 )
 
 run_stage() {
@@ -48,6 +51,8 @@ run_stage() {
         java-clients) bash tests/java/clients.sh ;;
         java-acting-master) bash tests/java/acting-master.sh ;;
         java-signing) bash tests/java/signing.sh ;;
+        java-cluster-test) bash tests/java/cluster-test.sh ;;
+        java-proxy) bash tests/java/proxy.sh ;;
     esac
 }
 

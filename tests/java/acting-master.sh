@@ -4,8 +4,11 @@
 # and rocketns at once, both with supportActingMaster=true. mqadmin compares the two NameServers' routes and
 # cluster lists with the pair up, after the master stops (the slave must show as acting master, id 0), and
 # after the master returns. The brokers' BROKER_HEARTBEAT (904) and GET_BROKER_MEMBER_GROUP (901) must reach
-# rocketns (its metrics count them). Runs in a loopback-only network namespace with its files on a tmpfs; needs
-# root. INTEROP_KEEP=DIR keeps the logs.
+# rocketns (its metrics count them). Both NameServers have notifyMinBrokerIdChanged=true: when the master stops,
+# rocketns must have sent the slave a 905 (its metrics count it). Before the pair starts, test brokers
+# (tests/java/min_broker_id.py) go through every trigger of a 905 with each NameServer in turn, and must
+# receive the same frames from both. Runs in a loopback-only network namespace with its files on a tmpfs;
+# needs root. INTEROP_KEEP=DIR keeps the logs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 JAVA_NS=127.0.0.1:19876
@@ -19,9 +22,23 @@ SLAVE=127.0.0.1:10915
 enter_sandbox "${BASH_SOURCE[0]}" "$@"
 sandbox_setup
 
-start_java_namesrv 5.3.3 "$JARS5" 19876 "$work" supportActingMaster=true || exit 1
+both=(supportActingMaster=true notifyMinBrokerIdChanged=true scanNotActiveBrokerInterval=1000)
+start_java_namesrv 5.3.3 "$JARS5" 19876 "$work" "${both[@]}" || exit 1
 pids+=("$JAVA_NAMESRV_PID")
-start_rocketns 19877 supportActingMaster=true metricsPort=19880 || exit 1
+start_rocketns 19877 "${both[@]}" metricsPort=19880 || exit 1
+
+# requests_seen CODE: how many requests of CODE rocketns has answered (its metrics).
+requests_seen() {
+    curl -s "http://127.0.0.1:19880/metrics" | awk -v c="code=\"$1\"" 'index($0, c) {n += $2} END {print n + 0}'
+}
+# notices_sent: how many 905s rocketns has sent.
+notices_sent() {
+    curl -s "http://127.0.0.1:19880/metrics" | awk '/^rocketns_min_broker_id_notifications_total\{result="sent"\}/ {print $2}'
+}
+
+same_output "905 notices test brokers receive, trigger by trigger" \
+    "$(timeout 120 python3 "$ROOT/tests/java/min_broker_id.py" "$JAVA_NS" 20000 2>&1)" \
+    "$(timeout 120 python3 "$ROOT/tests/java/min_broker_id.py" "$ROCKETNS" 20000 2>&1)"
 
 pair=(enableSlaveActingMaster=true compatibleWithOldNameSrv=false)
 master() { broker broker-a "$JARS5" 10911 "$JAVA_NS;$ROCKETNS" "${pair[@]}"; }
@@ -49,14 +66,13 @@ same_route() {
         verdict 1 "$what: rocketns has $addrs, expected {$expected}"
     fi
 }
-# requests_seen CODE: how many requests of CODE rocketns has answered (its metrics).
-requests_seen() {
-    curl -s "http://127.0.0.1:19880/metrics" | awk -v c="code=\"$1\"" 'index($0, c) {n += $2} END {print n + 0}'
-}
-
 same_route "master and slave up" "\"0\":\"$MASTER\",\"1\":\"$SLAVE\""
+sent_before=$(notices_sent)
 kill "$master_pid"
 same_route "master stopped: the slave acts as master" "\"0\":\"$SLAVE\""
+for _ in $(seq 20); do [ "$(notices_sent)" -gt "$sent_before" ] && break; sleep 1; done
+[ "$(notices_sent)" -gt "$sent_before" ] && ok=0 || ok=1
+verdict "$ok" "master stopped: rocketns sent the slave a 905 ($sent_before before, $(notices_sent) after)"
 same_output "clusterList with the master stopped" "$(mqadmin clusterList -n "$JAVA_NS" | normalize_mqadmin)" \
     "$(mqadmin clusterList -n "$ROCKETNS" | normalize_mqadmin)"
 

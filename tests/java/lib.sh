@@ -66,7 +66,7 @@ XML
 sandbox_cleanup() {
     for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null || true; done
     wait 2> /dev/null || true
-    if [ -n "${INTEROP_KEEP:-}" ]; then mkdir -p "$INTEROP_KEEP" && cp -r "$work"/*.log "$work"/*.conf "$work"/*-logs "$INTEROP_KEEP"/ 2> /dev/null; fi
+    if [ -n "${INTEROP_KEEP:-}" ]; then mkdir -p "$INTEROP_KEEP" && cp -r "$work"/*.log "$work"/*.conf "$work"/*-logs "$INTEROP_KEEP"/ 2> /dev/null || true; fi
     umount --lazy "$work" 2> /dev/null || true
     rm -rf "$work"
 }
@@ -82,11 +82,13 @@ wait_port() {
 
 # start_java_namesrv NAME JARS PORT DIR [KEY=VALUE...]: a Java NameServer with `listenPort` and the given
 # settings and its own home under DIR (so no KV file from before), logging to DIR/java-namesrv-NAME.log; its
-# pid in JAVA_NAMESRV_PID. Fails, showing the log's end, if it does not listen.
+# pid in JAVA_NAMESRV_PID. Fails, showing the log's end, if it does not listen. JAVA_NS_OPTS: more JVM
+# options (system properties).
 start_java_namesrv() {
     local name=$1 jars=$2 port=$3 dir=$4
     printf '%s\n' "listenPort=$port" "${@:5}" > "$dir/ns-$name.properties"
-    ROCKETMQ_HOME="$dir" java -Xms256m -Xmx256m -Duser.home="$dir/home-$name" -cp "$jars/*" \
+    # shellcheck disable=SC2086
+    ROCKETMQ_HOME="$dir" java -Xms256m -Xmx256m ${JAVA_NS_OPTS:-} -Duser.home="$dir/home-$name" -cp "$jars/*" \
         org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/ns-$name.properties" > "$dir/java-namesrv-$name.log" 2>&1 &
     JAVA_NAMESRV_PID=$!
     wait_port "$port" && return 0
@@ -96,12 +98,15 @@ start_java_namesrv() {
 }
 
 # start_rocketns PORT [KEY=VALUE...]: the debug build of rocketns (built by the caller) with those settings
-# and its KV file in $work, logging to $work/rocketns-PORT.log; its pid added to `pids`.
+# and its KV file in $work, logging to $work/rocketns-PORT.log; its pid added to `pids`. ROCKETNS_OPTS: more
+# command-line options (-D system properties).
 start_rocketns() {
     local port=$1
     printf '%s\n' bindAddress=127.0.0.1 "listenPort=$port" "kvConfigPath=$work/rocketns-$port/kvConfig.json" \
         "${@:2}" > "$work/rocketns-$port.properties"
-    RUST_LOG=info "$ROOT/target/debug/rocketns" -c "$work/rocketns-$port.properties" > "$work/rocketns-$port.log" 2>&1 &
+    # shellcheck disable=SC2086
+    RUST_LOG=info "$ROOT/target/debug/rocketns" ${ROCKETNS_OPTS:-} -c "$work/rocketns-$port.properties" \
+        > "$work/rocketns-$port.log" 2>&1 &
     pids+=($!)
     wait_port "$port" && return 0
     echo "java: rocketns did not start on $port; its log:" >&2
