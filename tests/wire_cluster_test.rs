@@ -43,6 +43,12 @@ async fn product() -> (common::TestServer, Client) {
     (server, c)
 }
 
+/// A broker of the test environment routing LOCALT and LOCAL2, registered over `c`.
+async fn register_local_broker(c: &mut Client) {
+    let broker = Broker::new("TestCluster", "broker-t", 0, "127.0.0.1:40911");
+    register(c, &broker, dv(1), &[("LOCALT", 2, 6), ("LOCAL2", 2, 6)]).await;
+}
+
 /// GET_ROUTEINFO_BY_TOPIC as a 5.x client sends it (which would get standard JSON in the normal mode).
 async fn lookup(c: &mut Client, topic: &str) -> rocketns::remoting::RemotingCommand {
     c.request(common::route_request(topic, 479)).await
@@ -74,13 +80,7 @@ async fn misses_are_asked_of_the_product_environment() {
 
     // Every other code as usual: a broker registers here, and its topic is a local hit, with orderTopicConf
     // from the KV store although orderMessageEnable is off.
-    register(
-        &mut c,
-        &Broker::new("TestCluster", "broker-t", 0, "127.0.0.1:40911"),
-        dv(1),
-        &[("LOCALT", 2, 6), ("LOCAL2", 2, 6)],
-    )
-    .await;
+    register_local_broker(&mut c).await;
     let put = request(100, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "LOCALT"), ("value", "broker-t:2")]);
     assert_eq!(c.request(put).await.code, 0);
     let local = lookup(&mut c, "LOCALT").await;
@@ -120,13 +120,7 @@ async fn a_silent_product_environment_holds_up_no_request() {
     });
     let server = cluster_test_server(properties(Some(silent_addr), "unused"), 0).await;
     let mut c = Client::connect(server.addr).await;
-    register(
-        &mut c,
-        &Broker::new("TestCluster", "broker-t", 0, "127.0.0.1:40911"),
-        dv(1),
-        &[("LOCALT", 2, 6), ("LOCAL2", 2, 6)],
-    )
-    .await;
+    register_local_broker(&mut c).await;
     let remote = c.send(common::route_request("PRODT", 479), rocketns::remoting::SerializeType::Json).await;
     let local = c.send(common::route_request("LOCALT", 479), rocketns::remoting::SerializeType::Json).await;
     let started = std::time::Instant::now();
