@@ -4,8 +4,9 @@
 # and rocketns at once, both with supportActingMaster=true. mqadmin compares the two NameServers' routes and
 # cluster lists with the pair up, after the master stops (the slave must show as acting master, id 0), and
 # after the master returns. The brokers' BROKER_HEARTBEAT (904) and GET_BROKER_MEMBER_GROUP (901) must reach
-# rocketns (its metrics count them). Both NameServers have notifyMinBrokerIdChanged=true: when the master stops,
-# rocketns must have sent the slave a 905 (its metrics count it). Before the pair starts, test brokers
+# rocketns (its metrics count them). Both NameServers start with notifyMinBrokerIdChanged=true; the Java one
+# turns it off before the pair starts, so that when the master stops the slave hears of it from rocketns alone:
+# its log must say so, and rocketns's metrics count the 905. Before the pair starts, test brokers
 # (tests/java/min_broker_id.py) go through every trigger of a 905 with each NameServer in turn, and must
 # receive the same frames from both. Runs in a loopback-only network namespace with its files on a tmpfs;
 # needs root. INTEROP_KEEP=DIR keeps the logs.
@@ -66,13 +67,24 @@ same_route() {
         verdict 1 "$what: rocketns has $addrs, expected {$expected}"
     fi
 }
+# The slave's logs (its own logging setup writes INFO under its home); its AdminBrokerProcessor logs each
+# 905 it handles.
+slave_log() { cat "$work/broker-a-slave.log" "$work"/broker-a-slave/logs/rocketmqlogs/*.log 2> /dev/null || true; }
+slave_heard() { slave_log | grep -c "min broker id changed" || true; }
+
+# From here on only rocketns notifies (Java applies this update to its running config).
+python3 "$ROOT/tests/java/requests.py" config "$JAVA_NS" notifyMinBrokerIdChanged=false
+
 same_route "master and slave up" "\"0\":\"$MASTER\",\"1\":\"$SLAVE\""
-sent_before=$(notices_sent)
+sent_before=$(notices_sent) heard_before=$(slave_heard)
 kill "$master_pid"
 same_route "master stopped: the slave acts as master" "\"0\":\"$SLAVE\""
 for _ in $(seq 20); do [ "$(notices_sent)" -gt "$sent_before" ] && break; sleep 1; done
 [ "$(notices_sent)" -gt "$sent_before" ] && ok=0 || ok=1
 verdict "$ok" "master stopped: rocketns sent the slave a 905 ($sent_before before, $(notices_sent) after)"
+for _ in $(seq 20); do [ "$(slave_heard)" -gt "$heard_before" ] && break; sleep 1; done
+[ "$(slave_heard)" -gt "$heard_before" ] && ok=0 || ok=1
+verdict "$ok" "master stopped: the slave logged rocketns's 905: $(slave_log | grep -o 'min broker id changed.*' | tail -n 1)"
 same_output "clusterList with the master stopped" "$(mqadmin clusterList -n "$JAVA_NS" | normalize_mqadmin)" \
     "$(mqadmin clusterList -n "$ROCKETNS" | normalize_mqadmin)"
 

@@ -141,10 +141,15 @@ broker() {
     pids+=("$BROKER_PID")
 }
 
+# For JVMs that run one command: the first compiler tier only and the serial collector start mqadmin in 4.0 s
+# instead of 6.5-7.5 (2 cores, 2026-12-01).
+SHORT_JVM="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 # mqadmin ARGS...: the 5.3.3 mqadmin ($JARS5), a JVM per command. It exits 0 even when the command failed,
 # so its output is what callers look at; Logback's status lines are left out.
 mqadmin() {
-    java -Xms64m -Xmx256m -Duser.home="$work/mqadmin" -cp "$JARS5/*" \
+    # shellcheck disable=SC2086
+    java -Xms64m -Xmx256m $SHORT_JVM -Duser.home="$work/mqadmin" -cp "$JARS5/*" \
         org.apache.rocketmq.tools.command.MQAdminStartup "$@" 2>&1 \
         | grep -vE '^$|^[0-9:,]+ \|-' || true
 }

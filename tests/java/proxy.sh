@@ -73,7 +73,8 @@ grpc() {
     cat "$work/grpc.out" >> "$work/grpc-clients.log"
 }
 query_route() {
-    java -Xms64m -Xmx128m -cp "$PROXY_JARS/*:$BUILT/proxy" QueryRoute 127.0.0.1 18081 "$1" 2>> "$work/query-route.log"
+    # shellcheck disable=SC2086
+    java -Xms64m -Xmx128m $SHORT_JVM -cp "$PROXY_JARS/*:$BUILT/proxy" QueryRoute 127.0.0.1 18081 "$1" 2>> "$work/query-route.log"
 }
 new_topic() { mqadmin updateTopic -n "$1" -c DefaultCluster -t "$2" -a +message.type=NORMAL > /dev/null; }
 

@@ -11,6 +11,7 @@ than mqadmin's JVM a command:
     requests.py others NAMESRV                      the codes of REGISTER_BROKER (a broker of its own)
                                                         and GET_BROKER_CLUSTER_INFO
     requests.py brokers NAMESRV                         the broker names of its cluster info, one a line
+    requests.py config NAMESRV KEY=VALUE                UPDATE_NAMESRV_CONFIG
 """
 import os
 import re
@@ -29,6 +30,10 @@ def main():
         print("registered", flush=True)
         while True:
             time.sleep(3600)
+    elif command == "config":
+        header, _ = Connection(namesrv).request(318, {}, args[0].encode())
+        if header["code"] != 0:
+            raise SystemExit(f"UPDATE_NAMESRV_CONFIG failed: {header}")
     elif command == "kv":
         header, _ = Connection(namesrv).request(100, {"namespace": args[0], "key": args[1], "value": args[2]})
         if header["code"] != 0:
