@@ -206,12 +206,8 @@ enum LookupError {
     Refused { code: i32, remark: String },
     #[error("the product NameServer's route could not be read: {0}")]
     Unreadable(serde_json::Error),
-    #[error("no answer within {}", humantime(LOOKUP_TIMEOUT))]
+    #[error("no answer within {} s", LOOKUP_TIMEOUT.as_secs())]
     Timeout,
-}
-
-fn humantime(d: Duration) -> String {
-    format!("{} s", d.as_secs())
 }
 
 /// `host:port;host:port`, as Java splits a NameServer list.
