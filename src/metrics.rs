@@ -208,43 +208,41 @@ impl Metrics {
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"+Inf\"}} {count}");
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_sum {}", self.sum(|s| &s.latency_sum_ns) as f64 / 1e9);
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_count {count}");
-        out.push_str("# HELP rocketns_large_frames_refused_total Connections closed because a frame over 64 KiB found no room in the large-frame budget (no_room) or was not complete (too_slow) within largeFrameTimeoutMillis.\n");
-        out.push_str("# TYPE rocketns_large_frames_refused_total counter\n");
-        for (reason, n) in [("no_room", &self.large_frames_no_room), ("too_slow", &self.large_frames_too_slow)] {
-            let _ = writeln!(
-                out,
-                "rocketns_large_frames_refused_total{{reason=\"{reason}\"}} {}",
-                n.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP rocketns_file_write_failures_total Writes of the server's files that failed: kv (kvConfigPath; the change was refused), config (the -c file, on UPDATE_NAMESRV_CONFIG; the update was refused), routes (the warm-restart route file; tried again next period).\n");
-        out.push_str("# TYPE rocketns_file_write_failures_total counter\n");
+        write_labelled_counter(
+            &mut out,
+            "rocketns_large_frames_refused_total",
+            "Connections closed because a frame over 64 KiB found no room in the large-frame budget (no_room) or was not complete (too_slow) within largeFrameTimeoutMillis.",
+            "reason",
+            &[("no_room", &self.large_frames_no_room), ("too_slow", &self.large_frames_too_slow)],
+        );
         let f = &self.file_write_failures;
-        for (file, n) in [("kv", &f.kv), ("config", &f.config), ("routes", &f.routes)] {
-            let _ =
-                writeln!(out, "rocketns_file_write_failures_total{{file=\"{file}\"}} {}", n.load(Ordering::Relaxed));
-        }
+        write_labelled_counter(
+            &mut out,
+            "rocketns_file_write_failures_total",
+            "Writes of the server's files that failed: kv (kvConfigPath; the change was refused), config (the -c file, on UPDATE_NAMESRV_CONFIG; the update was refused), routes (the warm-restart route file; tried again next period).",
+            "file",
+            &[("kv", &f.kv), ("config", &f.config), ("routes", &f.routes)],
+        );
         let o = &self.outbound;
-        out.push_str("# HELP rocketns_min_broker_id_notifications_total NOTIFY_MIN_BROKER_ID_CHANGE (905) sends to brokers (notifyMinBrokerIdChanged), by result.\n");
-        out.push_str("# TYPE rocketns_min_broker_id_notifications_total counter\n");
-        for (result, n) in [("sent", &o.notices_sent), ("failed", &o.notices_failed)] {
-            let _ = writeln!(
-                out,
-                "rocketns_min_broker_id_notifications_total{{result=\"{result}\"}} {}",
-                n.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP rocketns_cluster_test_lookups_total Route lookups asked of the product environment's NameServer (clusterTest), by result.\n");
-        out.push_str("# TYPE rocketns_cluster_test_lookups_total counter\n");
-        let lookups = [
-            ("found", &o.product_found),
-            ("not_found", &o.product_not_found),
-            ("failed", &o.product_failed),
-            ("busy", &o.product_busy),
-        ];
-        for (result, n) in lookups {
-            let _ = writeln!(out, "rocketns_cluster_test_lookups_total{{result=\"{result}\"}} {}", n.load(Ordering::Relaxed));
-        }
+        write_labelled_counter(
+            &mut out,
+            "rocketns_min_broker_id_notifications_total",
+            "NOTIFY_MIN_BROKER_ID_CHANGE (905) sends to brokers (notifyMinBrokerIdChanged), by result.",
+            "result",
+            &[("sent", &o.notices_sent), ("failed", &o.notices_failed)],
+        );
+        write_labelled_counter(
+            &mut out,
+            "rocketns_cluster_test_lookups_total",
+            "Route lookups asked of the product environment's NameServer (clusterTest), by result.",
+            "result",
+            &[
+                ("found", &o.product_found),
+                ("not_found", &o.product_not_found),
+                ("failed", &o.product_failed),
+                ("busy", &o.product_busy),
+            ],
+        );
         let connections_total = self.connections_total.load(Ordering::Relaxed);
         let connections = self.connections.load(Ordering::Relaxed);
         let all_counters = [("rocketns_connections_total", "Connections accepted.", connections_total)];
@@ -264,6 +262,14 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
         }
         out
+    }
+}
+
+/// A counter family with one label: its HELP and TYPE lines, then a line per value of the label.
+fn write_labelled_counter(out: &mut String, name: &str, help: &str, label: &str, values: &[(&str, &AtomicU64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (value, n) in values {
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {}", n.load(Ordering::Relaxed));
     }
 }
 
