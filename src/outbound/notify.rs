@@ -34,10 +34,11 @@ pub async fn run(mut notices: mpsc::Receiver<MinBrokerIdChange>, metrics: Arc<Me
             offline = ?notice.offline_broker_addr,
             "min broker id changed, notifying"
         );
+        let request = notice.request();
         let mut sends = tokio::task::JoinSet::new();
         for addr in &notice.notify {
             let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
-            let (addr, request, metrics) = (addr.clone(), notice.request(), metrics.clone());
+            let (addr, request, metrics) = (addr.clone(), request.clone(), metrics.clone());
             sends.spawn(async move {
                 let sent = async {
                     let conn = PeerConnection::connect(&addr, CONNECT_TIMEOUT).await?;

@@ -15,7 +15,7 @@ use crate::protocol::route_data::write_broker_addrs;
 use crate::remoting::{OutQueue, RemotingCommand};
 use crate::outbound::product_env::ProductEnv;
 use crate::route::encode::{encode_route_for_cluster_test, encode_route_for_zone};
-use crate::route::snapshot::encode_topic_list;
+use crate::route::snapshot::{RouteBody, encode_topic_list};
 use crate::state::ServerState;
 
 /// `TopicSysFlag`: unit topic, and topic with a unit subscription.
@@ -64,12 +64,17 @@ pub(super) fn answer_route_info(
         (None, _) => None,
     };
     let body = body.ok_or_else(|| RequestError::TopicNotExist(topic.unwrap_or("null").to_string()))?;
+    push_route(req, out, body);
+    Ok(())
+}
+
+/// The successful reply to a route lookup, unless it was one-way.
+fn push_route(req: &RemotingCommand, out: &mut OutQueue, body: &RouteBody) {
     if !req.is_oneway() {
         let mut resp = success();
         resp.opaque = req.opaque;
         out.push_with_body(&resp, &[&body.shared, &body.own]);
     }
-    Ok(())
 }
 
 /// GET_ROUTEINFO_BY_TOPIC in cluster-test mode (`ClusterTestRequestProcessor#getRouteInfoByTopic`, which
@@ -84,12 +89,7 @@ fn answer_cluster_test(
     let Some(topic) = req.ext("topic") else { return Err(RequestError::TopicNotExist("null".into())) };
     let zone = requested_zone(req);
     if let Some(body) = encode_route_for_cluster_test(&p.routes.load(), topic, zone) {
-        if !req.is_oneway() {
-            let mut resp = success();
-            resp.opaque = req.opaque;
-            resp.body = Bytes::from(body);
-            out.push(&resp);
-        }
+        push_route(req, out, &body);
         return Ok(());
     }
     if req.is_oneway() {

@@ -217,9 +217,6 @@ impl<'a> RouteBuilder<'a> {
         // Java compares the request's id (not the address's) with the group's lowest.
         let lowest_left = data.broker_addrs.keys().next() == Some(&req.broker_id);
         data.broker_addrs.retain(|_, addr| *addr != req.broker_addr);
-        if !data.broker_addrs.is_empty() && lowest_left {
-            self.left_as_lowest.insert(req.broker_name.clone(), req.broker_addr.clone());
-        }
         if data.broker_addrs.is_empty() {
             self.next.brokers.remove(&req.broker_name);
             self.dirty_brokers.insert(req.broker_name.clone());
@@ -237,6 +234,9 @@ impl<'a> RouteBuilder<'a> {
                 self.remove_queue_data(&topic, &req.broker_name);
             }
         } else {
+            if lowest_left {
+                self.left_as_lowest.insert(req.broker_name.clone(), req.broker_addr.clone());
+            }
             let acting_master = data.enable_acting_master;
             let masterless = data.broker_addrs.keys().next().is_some_and(|id| *id > MASTER_ID);
             self.put_broker(data);

@@ -112,20 +112,27 @@ pub fn encode_route(
 /// zones removed with their queues and filter servers, re-encoded in fastjson's default style (as Java does,
 /// whatever the client asked for). Encoded per request: zone-aware clients are rare.
 pub fn encode_route_for_zone(snapshot: &RouteSnapshot, topic: &str, zone: &str) -> Option<RouteBody> {
-    let route = snapshot.topic(topic)?;
-    route.encoded.as_ref()?;
-    let p = prepare(snapshot, topic, route, Some(zone), false)?;
-    Some(RouteBody { shared: Bytes::new(), own: p.with_parts(|parts| parts.encode(JsonStyle::Fastjson).into()) })
+    encode_for_request(snapshot, topic, Some(zone), false)
 }
 
 /// The route as `ClusterTestRequestProcessor` answers a local hit (cluster-test mode): `orderTopicConf` from
 /// the KV store whatever `orderMessageEnable` says, in fastjson's default style whatever the client asked
 /// for; zone-filtered when the client asks for a zone. Encoded per request: the mode is for test clusters.
-pub fn encode_route_for_cluster_test(snapshot: &RouteSnapshot, topic: &str, zone: Option<&str>) -> Option<Vec<u8>> {
+pub fn encode_route_for_cluster_test(snapshot: &RouteSnapshot, topic: &str, zone: Option<&str>) -> Option<RouteBody> {
+    encode_for_request(snapshot, topic, zone, true)
+}
+
+/// A route encoded for one request, whole, in fastjson's default style.
+fn encode_for_request(
+    snapshot: &RouteSnapshot,
+    topic: &str,
+    zone: Option<&str>,
+    order_conf_always: bool,
+) -> Option<RouteBody> {
     let route = snapshot.topic(topic)?;
     route.encoded.as_ref()?;
-    let p = prepare(snapshot, topic, route, zone, true)?;
-    Some(p.with_parts(|parts| parts.encode(JsonStyle::Fastjson)))
+    let p = prepare(snapshot, topic, route, zone, order_conf_always)?;
+    Some(RouteBody { shared: Bytes::new(), own: p.with_parts(|parts| parts.encode(JsonStyle::Fastjson).into()) })
 }
 
 fn prepare<'s>(
