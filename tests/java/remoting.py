@@ -1,5 +1,5 @@
 """The RocketMQ remoting protocol as the Java stages' Python helpers speak it (min_broker_id.py,
-requests.py): JSON-header frames, and a broker's connection to a NameServer as RocketMQ 5.x brokers
+requests.py, routes_gone.py): JSON-header frames, and a broker's connection to a NameServer as RocketMQ 5.x brokers
 register over it."""
 import json
 import socket
@@ -28,11 +28,11 @@ def read_frame(sock, buf):
 
 
 class Connection:
-    """A client connection to ADDR (`host:port`); requests one at a time."""
+    """A client connection to ADDR (`host:port`); requests one at a time, each given TIMEOUT seconds."""
 
-    def __init__(self, addr, version=453):
+    def __init__(self, addr, version=453, timeout=30):
         host, port = addr.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.buf, self.opaque, self.version = bytearray(), 0, version
 
     def request(self, code, fields, body=b""):
