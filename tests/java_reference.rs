@@ -13,42 +13,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use base64::Engine;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::{Broker, Client, dv, register_request, request, route_request, unregister_request};
 use rocketns::protocol::TopicConfig;
-use rocketns::remoting::{ExtFields, FrameDecoder, RemotingCommand, SerializeType, decode_command};
-use tokio_util::codec::Decoder;
-
-/// How a step's reply is compared.
-#[derive(Clone, Copy, Debug)]
-enum Compare {
-    /// Code, remark, extFields (as a map) and body byte for byte.
-    Exact,
-    /// As `Exact`, but the body as parsed JSON with every array taken as a multiset and the `ignore`d
-    /// top-level fields left out: Java leaves that order, or that choice, to a HashMap. `row` is the
-    /// COMPATIBILITY.md row that says so.
-    Unordered { ignore: &'static [&'static str], row: &'static str },
-    /// As `Exact`, but the body as properties text, on the keys both sides have, except the `ignore`d ones.
-    Properties { ignore: &'static [&'static str], row: &'static str },
-    /// Differs on purpose: the COMPATIBILITY.md row with this id says how and why.
-    Differs(&'static str),
-}
-
-impl Compare {
-    fn row(self) -> Option<&'static str> {
-        match self {
-            Compare::Exact => None,
-            Compare::Unordered { row, .. } | Compare::Properties { row, .. } | Compare::Differs(row) => Some(row),
-        }
-    }
-}
-
-/// Java's HashMap order: the order of brokers in a route, of topics in a topic list.
-const HASH_ORDER: Compare = Compare::Unordered { ignore: &[], row: "hashmap-order" };
+use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
+use rocketns::testing::reply::{Compare, HASH_ORDER, Reply, differences};
 
 struct Step {
     label: &'static str,
@@ -299,60 +270,6 @@ fn corpus() -> Vec<Step> {
     ]
 }
 
-/// A reply, as the fixture keeps it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-struct Reply {
-    step: String,
-    #[serde(rename = "serializeType")]
-    serialize_type: u8,
-    code: i32,
-    flag: i32,
-    remark: Option<String>,
-    #[serde(rename = "extFields")]
-    ext_fields: BTreeMap<String, String>,
-    /// The body as text when it is UTF-8, else `bodyBase64`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    body: Option<String>,
-    #[serde(rename = "bodyBase64", default, skip_serializing_if = "Option::is_none")]
-    body_base64: Option<String>,
-}
-
-impl Reply {
-    /// The reply in a frame, and the frame's opaque.
-    fn from_frame(step: &str, frame: &[u8]) -> (Reply, i32) {
-        let mut buf = BytesMut::from(frame);
-        let raw = FrameDecoder::default().decode(&mut buf).expect("a valid frame").expect("a whole frame");
-        let serialize_type = raw.serialize_type.code();
-        let cmd = decode_command(raw).expect("a valid header");
-        let ext_fields =
-            cmd.ext_fields.iter().flat_map(|e| e.iter()).map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let (body, body_base64) = match std::str::from_utf8(&cmd.body) {
-            _ if cmd.body.is_empty() => (None, None),
-            Ok(text) => (Some(text.to_string()), None),
-            Err(_) => (None, Some(base64::engine::general_purpose::STANDARD.encode(&cmd.body))),
-        };
-        let reply = Reply {
-            step: step.into(),
-            serialize_type,
-            code: cmd.code,
-            flag: cmd.flag,
-            remark: cmd.remark,
-            ext_fields,
-            body,
-            body_base64,
-        };
-        (reply, cmd.opaque)
-    }
-
-    fn body_bytes(&self) -> Vec<u8> {
-        match (&self.body, &self.body_base64) {
-            (Some(text), _) => text.as_bytes().to_vec(),
-            (None, Some(b64)) => base64::engine::general_purpose::STANDARD.decode(b64).expect("base64 body"),
-            (None, None) => Vec::new(),
-        }
-    }
-}
-
 /// Sends the corpus over one connection and collects the replies.
 async fn run_corpus(addr: std::net::SocketAddr) -> Vec<Reply> {
     let mut client = Client::connect(addr).await;
@@ -362,7 +279,7 @@ async fn run_corpus(addr: std::net::SocketAddr) -> Vec<Reply> {
         let reply = loop {
             let opaque = client.send(s.cmd.clone(), s.ty).await;
             let frame = client.read_frame_bytes().await.unwrap_or_else(|| panic!("{}: connection closed", s.label));
-            let (reply, reply_opaque) = Reply::from_frame(s.label, &frame);
+            let (reply, reply_opaque) = Reply::from_frame(s.label, &frame).expect("a valid reply frame");
             assert_eq!(reply_opaque, opaque, "{}: the reply carries the request's opaque", s.label);
             tries += 1;
             match s.until {
@@ -375,81 +292,6 @@ async fn run_corpus(addr: std::net::SocketAddr) -> Vec<Reply> {
         replies.push(reply);
     }
     replies
-}
-
-/// JSON with every array sorted (by each element's text) and the `ignore`d top-level fields removed.
-fn canonical(body: &[u8], ignore: &[&str]) -> Option<serde_json::Value> {
-    fn sort_arrays(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Array(items) => {
-                items.iter_mut().for_each(sort_arrays);
-                items.sort_by_key(|i| i.to_string());
-            }
-            serde_json::Value::Object(map) => map.values_mut().for_each(sort_arrays),
-            _ => {}
-        }
-    }
-    // fastjson's bare numeric keys (`{0:"addr"}`) are quoted first.
-    let text = rocketns::protocol::lenient::quote_bare_keys(body).unwrap_or_else(|| body.to_vec());
-    let mut v: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    if let Some(map) = v.as_object_mut() {
-        ignore.iter().for_each(|k| drop(map.remove(*k)));
-    }
-    sort_arrays(&mut v);
-    Some(v)
-}
-
-fn properties(body: &[u8], ignore: &[&str]) -> BTreeMap<String, String> {
-    String::from_utf8_lossy(body)
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .filter(|(k, _)| !ignore.contains(k))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// Where `got` differs from `want`, in words; empty when they agree under the step's comparison.
-fn differences(compare: Compare, want: &Reply, got: &Reply, names: (&str, &str)) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Compare::Differs(_) = compare {
-        return out;
-    }
-    let (w, g) = names;
-    for (what, a, b) in [
-        ("serializeType", want.serialize_type.to_string(), got.serialize_type.to_string()),
-        ("code", want.code.to_string(), got.code.to_string()),
-        ("flag", want.flag.to_string(), got.flag.to_string()),
-        ("remark", format!("{:?}", want.remark), format!("{:?}", got.remark)),
-        ("extFields", format!("{:?}", want.ext_fields), format!("{:?}", got.ext_fields)),
-    ] {
-        if a != b {
-            out.push(format!("{what}: {w} {a}, {g} {b}"));
-        }
-    }
-    let (wb, gb) = (want.body_bytes(), got.body_bytes());
-    let same_body = match compare {
-        Compare::Unordered { ignore, .. } => {
-            // The same form too: fastjson's bare numeric keys on both sides, or on neither.
-            let bare = |b: &[u8]| rocketns::protocol::lenient::quote_bare_keys(b).is_some();
-            bare(&wb) == bare(&gb)
-                && canonical(&wb, ignore).is_some()
-                && canonical(&wb, ignore) == canonical(&gb, ignore)
-        }
-        Compare::Properties { ignore, .. } => {
-            let (a, b) = (properties(&wb, ignore), properties(&gb, ignore));
-            for (k, v) in &a {
-                if let Some(other) = b.get(k).filter(|o| *o != v) {
-                    out.push(format!("{k}: {w} {v:?}, {g} {other:?}"));
-                }
-            }
-            true
-        }
-        _ => wb == gb,
-    };
-    if !same_body {
-        out.push(format!("body:\n  {w:9}{}\n  {g:9}{}", String::from_utf8_lossy(&wb), String::from_utf8_lossy(&gb)));
-    }
-    out
 }
 
 fn fixture_path(version: &str) -> PathBuf {

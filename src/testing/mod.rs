@@ -2,6 +2,7 @@
 //! 5.x broker builds it (REGISTER_BROKER bodies, JSON and compressed), and a decoded registration.
 
 pub mod client_headers;
+pub mod reply;
 
 use crate::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use crate::route::BrokerRegistration;
