@@ -1,0 +1,81 @@
+//! A sequence against two servers in lockstep: each step goes to both at once, and their replies are
+//! compared (compare.rs) before the next step; the first step whose replies differ ends the run.
+
+use std::net::SocketAddr;
+
+use rocketns::testing::reply::{Compare, Reply, differences};
+
+use crate::compare::compare_for;
+use crate::model::{Op, Sequence};
+use crate::session::{LEFT, Session};
+
+/// Where a run found the two servers apart.
+#[derive(Clone, Debug)]
+pub struct Difference {
+    /// The step (0-based).
+    pub step: usize,
+    /// What differed, in words.
+    pub report: Vec<String>,
+    /// What kind of difference: the step's request codes and the parts of the reply that differ. Shrinking
+    /// keeps a candidate only when it shows the same kind.
+    pub signature: String,
+}
+
+/// A run's result: the reference's replies to each step run, and the first difference, if any.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub reference: Vec<Vec<Reply>>,
+    pub difference: Option<Difference>,
+}
+
+/// The differences between the two servers' replies to one step; empty when they agree.
+pub fn compare_step(op: &Op, reference: &[Reply], ours: &[Reply], names: (&str, &str)) -> Vec<String> {
+    if reference.len() != ours.len() {
+        return vec![format!("replies: {} {}, {} {}", names.0, reference.len(), names.1, ours.len())];
+    }
+    let code = op.codes().first().copied();
+    reference
+        .iter()
+        .zip(ours)
+        .flat_map(|(r, o)| {
+            // Whether a leaving broker left is compared as it is.
+            let compare = match code {
+                Some(code) if r.step != LEFT => compare_for(code),
+                _ => Compare::Exact,
+            };
+            differences(compare, r, o, names)
+        })
+        .collect()
+}
+
+fn signature(seq: &Sequence, step: usize, report: &[String]) -> String {
+    let parts: Vec<&str> = report.iter().map(|l| l.split(':').next().unwrap_or("")).collect();
+    format!("{:?} {}", seq.steps[step].codes(), parts.join(","))
+}
+
+/// Runs `seq` against the reference server and ours, which must be fresh.
+pub async fn run(seq: &Sequence, reference: SocketAddr, ours: SocketAddr, names: (&str, &str)) -> Outcome {
+    let mut theirs = Session::new(reference, seq.brokers.clone());
+    let mut mine = Session::new(ours, seq.brokers.clone());
+    let mut replies = Vec::new();
+    for (i, op) in seq.steps.iter().enumerate() {
+        let (r, o) = tokio::join!(theirs.apply(op), mine.apply(op));
+        let report = compare_step(op, &r, &o, names);
+        replies.push(r);
+        if !report.is_empty() {
+            let signature = signature(seq, i, &report);
+            return Outcome { reference: replies, difference: Some(Difference { step: i, report, signature }) };
+        }
+    }
+    Outcome { reference: replies, difference: None }
+}
+
+/// Runs `seq` against one server and returns its replies, step by step (fixture replays).
+pub async fn replies(seq: &Sequence, server: SocketAddr) -> Vec<Vec<Reply>> {
+    let mut session = Session::new(server, seq.brokers.clone());
+    let mut out = Vec::new();
+    for op in &seq.steps {
+        out.push(session.apply(op).await);
+    }
+    out
+}

@@ -1,0 +1,137 @@
+//! Fresh NameServers for each sequence: a Java NameServer (a JVM of its own, started one ahead so that its
+//! start-up overlaps the previous sequence) and rocketns in this process. Both scan for silent brokers
+//! every 200 ms, so that an expiry takes well under a second.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rocketns::{NameServer, NamesrvConfig};
+use tokio::sync::oneshot;
+
+/// `scanNotActiveBrokerInterval` of both servers, in milliseconds.
+pub const SCAN_INTERVAL_MS: u64 = 200;
+
+/// A Java NameServer process; killed when dropped.
+pub struct JavaNamesrv {
+    child: Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for JavaNamesrv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts Java NameServers from a folder of jars (tests/java/fetch.sh), each on a port of its own.
+pub struct JavaLauncher {
+    jars: PathBuf,
+    next_port: u16,
+    spare: Option<JavaNamesrv>,
+}
+
+fn free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+impl JavaLauncher {
+    pub fn new(jars: &Path) -> JavaLauncher {
+        JavaLauncher { jars: jars.to_path_buf(), next_port: 20000, spare: None }
+    }
+
+    fn spawn(&mut self) -> std::io::Result<JavaNamesrv> {
+        while !free(self.next_port) {
+            self.next_port += 1;
+        }
+        let port = self.next_port;
+        self.next_port = if self.next_port > 60000 { 20000 } else { self.next_port + 1 };
+        let dir = tempfile::tempdir()?;
+        let conf = dir.path().join("namesrv.properties");
+        std::fs::write(
+            &conf,
+            format!(
+                "listenPort={port}\nscanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\nkvConfigPath={}\nconfigStorePath={}\n",
+                dir.path().join("kvConfig.json").display(),
+                dir.path().join("namesrv.properties").display()
+            ),
+        )?;
+        let log = std::fs::File::create(dir.path().join("namesrv.log"))?;
+        let child = Command::new("java")
+            .args(["-Xms128m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData"])
+            .arg(format!("-Duser.home={}", dir.path().display()))
+            .arg("-cp")
+            .arg(format!("{}/*", self.jars.display()))
+            .arg("org.apache.rocketmq.namesrv.NamesrvStartup")
+            .arg("-c")
+            .arg(&conf)
+            .env("ROCKETMQ_HOME", dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        Ok(JavaNamesrv { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), _dir: dir })
+    }
+
+    /// A started Java NameServer that listens, and the next one starting.
+    pub fn take(&mut self) -> std::io::Result<JavaNamesrv> {
+        let mut java = match self.spare.take() {
+            Some(j) => j,
+            None => self.spawn()?,
+        };
+        self.spare = Some(self.spawn()?);
+        let started = Instant::now();
+        while std::net::TcpStream::connect(java.addr).is_err() {
+            if let Ok(Some(status)) = java.child.try_wait() {
+                let log = std::fs::read_to_string(java._dir.path().join("namesrv.log")).unwrap_or_default();
+                return Err(std::io::Error::other(format!("the Java NameServer exited ({status}):\n{log}")));
+            }
+            if started.elapsed() > Duration::from_secs(90) {
+                return Err(std::io::Error::other("the Java NameServer did not listen within 90 s"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(java)
+    }
+}
+
+/// rocketns in this process, on 127.0.0.1 port 0 with its own KV file; stopped when dropped.
+pub struct Rocketns {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Rocketns {
+    /// Must be called inside a tokio runtime.
+    pub async fn start() -> std::io::Result<Rocketns> {
+        let dir = tempfile::tempdir()?;
+        let mut config = NamesrvConfig {
+            bind_address: "127.0.0.1".into(),
+            listen_port: 0,
+            kv_config_path: dir.path().join("kvConfig.json").display().to_string(),
+            ..NamesrvConfig::default()
+        };
+        config
+            .apply_properties(format!("scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\n"), "difftest")
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let server = NameServer::bind(config, None).await.map_err(|e| std::io::Error::other(e.to_string()))?;
+        let addr = server.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Ok(Rocketns { addr, stop: Some(stop), _dir: dir })
+    }
+}
+
+impl Drop for Rocketns {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! One NameServer as the steps of a sequence see it: a connection per broker (so that closing one is the
+//! broker going away), one for admin requests, one for clients, and one the runner watches the cluster
+//! through while a broker leaves. Every step gives the list of replies it got, a missing reply or a closed
+//! connection included, so that the two servers' lists can be compared.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use rocketns::remoting::{RemotingCommand, SerializeType};
+use rocketns::testing::reply::Reply;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::model::{BrokerSpec, Op};
+use crate::request;
+
+/// How long a reply may take.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a broker may take to leave after an unregistration or a closed connection (both servers apply
+/// these asynchronously), and after its heartbeat timeout.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(3);
+const EXPIRE_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// The step name of the pseudo-reply that says whether a leaving broker left.
+pub const LEFT: &str = "left";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ConnKey {
+    Broker(usize),
+    Admin,
+    Client,
+    Watch,
+}
+
+struct Connection {
+    stream: TcpStream,
+    buf: BytesMut,
+    next_opaque: i32,
+}
+
+/// What went wrong with a request, as a reply the other server's can be compared with.
+fn failure(step: &str, what: &str) -> Reply {
+    Reply {
+        step: step.into(),
+        serialize_type: 255,
+        code: -1,
+        flag: 0,
+        remark: Some(what.into()),
+        ext_fields: Default::default(),
+        body: None,
+        body_base64: None,
+    }
+}
+
+impl Connection {
+    async fn open(addr: SocketAddr) -> std::io::Result<Connection> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Connection { stream, buf: BytesMut::new(), next_opaque: 1 })
+    }
+
+    /// Sends a request and waits for the reply with its opaque; `Err` says why there is none (the
+    /// connection is then of no further use).
+    async fn call(&mut self, step: &str, mut cmd: RemotingCommand, ty: SerializeType) -> Result<Reply, Reply> {
+        cmd.opaque = self.next_opaque;
+        self.next_opaque += 1;
+        let mut out = BytesMut::new();
+        cmd.encode(ty, &mut out);
+        if self.stream.write_all(&out).await.is_err() {
+            return Err(failure(step, "the connection was closed before the request was sent"));
+        }
+        loop {
+            if self.buf.len() >= 4 {
+                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+                if self.buf.len() >= 4 + len {
+                    let frame = self.buf.split_to(4 + len);
+                    let (reply, opaque) = Reply::from_frame(step, &frame).map_err(|e| failure(step, &e.to_string()))?;
+                    // A request from the server (none is expected) or a stale reply is passed over.
+                    if opaque == cmd.opaque && reply.flag & 1 == 1 {
+                        return Ok(reply);
+                    }
+                    continue;
+                }
+            }
+            match tokio::time::timeout(REPLY_TIMEOUT, self.stream.read_buf(&mut self.buf)).await {
+                Err(_) => return Err(failure(step, "no reply within 10 s")),
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(failure(step, "the connection was closed without a reply")),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+}
+
+/// One server's side of a run.
+pub struct Session {
+    addr: SocketAddr,
+    brokers: Vec<BrokerSpec>,
+    conns: HashMap<ConnKey, Connection>,
+    /// The connection each (cluster, address) last registered over successfully, as the server's
+    /// channel table keeps it: a closed connection takes these addresses with it.
+    live: HashMap<(String, String), usize>,
+}
+
+impl Session {
+    pub fn new(addr: SocketAddr, brokers: Vec<BrokerSpec>) -> Session {
+        Session { addr, brokers, conns: HashMap::new(), live: HashMap::new() }
+    }
+
+    async fn call(&mut self, key: ConnKey, step: &str, cmd: RemotingCommand, ty: SerializeType) -> Reply {
+        if !self.conns.contains_key(&key) {
+            match Connection::open(self.addr).await {
+                Ok(c) => drop(self.conns.insert(key, c)),
+                Err(e) => return failure(step, &format!("connect: {e}")),
+            }
+        }
+        let Some(conn) = self.conns.get_mut(&key) else { return failure(step, "no connection") };
+        match conn.call(step, cmd, ty).await {
+            Ok(reply) => reply,
+            Err(reply) => {
+                self.conns.remove(&key);
+                reply
+            }
+        }
+    }
+
+    /// Whether `addr` is in the cluster info's broker table.
+    async fn registered(&mut self, addr: &str) -> Option<bool> {
+        let reply = self.call(ConnKey::Watch, "watch", request::cluster_info(), SerializeType::Json).await;
+        (reply.code == 0).then(|| String::from_utf8_lossy(&reply.body_bytes()).contains(&format!("\"{addr}\"")))
+    }
+
+    /// Until every address in `addrs` has left the broker table, at most `within`; a pseudo-reply says
+    /// whether they did.
+    async fn until_gone(&mut self, addrs: &[String], within: Duration) -> Reply {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut left = true;
+        for addr in addrs {
+            loop {
+                match self.registered(addr).await {
+                    Some(false) => break,
+                    _ if tokio::time::Instant::now() >= deadline => {
+                        left = false;
+                        break;
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+        }
+        let mut reply = failure(LEFT, "");
+        reply.code = 0;
+        reply.remark = Some(if left { format!("{addrs:?} left") } else { format!("{addrs:?} still registered") });
+        reply
+    }
+
+    /// Addresses whose last registration came over broker `b`'s connection; forgotten.
+    fn take_live_of(&mut self, b: usize) -> Vec<String> {
+        let gone: Vec<(String, String)> = self.live.iter().filter(|(_, c)| **c == b).map(|(k, _)| k.clone()).collect();
+        gone.into_iter().map(|k| self.live.remove(&k).map(|_| k.1).unwrap_or_default()).collect()
+    }
+
+    /// Runs one step; its replies (and whether a leaving broker left).
+    pub async fn apply(&mut self, op: &Op) -> Vec<Reply> {
+        let label = format!("{:?}", op.codes());
+        let key = match op.broker() {
+            Some(b) => ConnKey::Broker(b),
+            None if op.is_read() => ConnKey::Client,
+            None => ConnKey::Admin,
+        };
+        let mut replies = Vec::new();
+        for (cmd, ty) in request::requests(&self.brokers, op) {
+            replies.push(self.call(key, &label, cmd, ty).await);
+        }
+        match op {
+            Op::Register { broker, .. } if replies.iter().all(|r| r.code == 0) => {
+                let b = &self.brokers[*broker];
+                self.live.insert((b.cluster.clone(), b.addr.clone()), *broker);
+            }
+            Op::Unregister { broker } => {
+                let b = self.brokers[*broker].clone();
+                self.live.remove(&(b.cluster.clone(), b.addr.clone()));
+                replies.push(self.until_gone(&[b.addr], LEAVE_TIMEOUT).await);
+            }
+            Op::Close { broker } => {
+                self.conns.remove(&ConnKey::Broker(*broker));
+                let addrs = self.take_live_of(*broker);
+                replies.push(self.until_gone(&addrs, LEAVE_TIMEOUT).await);
+            }
+            Op::Expire { broker, .. } => {
+                // The broker falls silent with its connection open (a close would remove it at once); the
+                // server expires it, and Java closes the connection then.
+                let b = self.brokers[*broker].clone();
+                self.live.remove(&(b.cluster.clone(), b.addr.clone()));
+                replies.push(self.until_gone(&[b.addr], EXPIRE_TIMEOUT).await);
+                self.conns.remove(&ConnKey::Broker(*broker));
+            }
+            _ => {}
+        }
+        replies
+    }
+}
