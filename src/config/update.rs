@@ -16,6 +16,7 @@ pub const UPDATABLE_KEYS: &[&str] = &[
     "enableTopicList",
     "scanNotActiveBrokerInterval",
     "deleteTopicWithBrokerRegistration",
+    "supportActingMaster",
     "needWaitForService",
     "waitSecondsForService",
 ];
