@@ -11,6 +11,7 @@ use super::{bool_field, required, success};
 use crate::error::RequestError;
 use crate::json::{self, JsonStyle};
 use crate::protocol::codes::{request, response, version};
+use crate::protocol::java_hash;
 use crate::protocol::route_data::write_broker_addrs;
 use crate::remoting::{OutQueue, RemotingCommand};
 use crate::outbound::product_env::ProductEnv;
@@ -155,7 +156,7 @@ pub(super) fn get_system_topic_list(p: &ServerState) -> RemotingCommand {
 }
 
 /// 311 (unit topics), 312 (topics with a unit subscription), 313 (those, but not unit topics themselves),
-/// judged by one queue data of each topic, as Java does.
+/// judged by one queue data of each topic, as Java does: the one its HashMap of them yields first.
 pub(super) fn get_unit_topic_list(p: &ServerState, code: i32) -> Result<RemotingCommand, RequestError> {
     if !p.config.load().enable_topic_list {
         return Err(RequestError::Disabled);
@@ -169,7 +170,11 @@ pub(super) fn get_unit_topic_list(p: &ServerState, code: i32) -> Result<Remoting
     let mut topics: Vec<&str> = snapshot
         .topics
         .iter()
-        .filter(|(_, r)| r.queue_datas.first().is_some_and(|q| wanted(q.topic_sys_flag)))
+        .filter(|(_, r)| {
+            let n = r.queue_datas.len();
+            let first = r.queue_datas.iter().min_by_key(|q| (java_hash::bucket(&q.broker_name, n), &q.broker_name));
+            first.is_some_and(|q| wanted(q.topic_sys_flag))
+        })
         .map(|(t, _)| &**t)
         .collect();
     topics.sort_unstable();

@@ -2,6 +2,7 @@
 
 pub mod codes;
 pub mod data_version;
+pub mod java_hash;
 pub mod lenient;
 pub mod register_body;
 pub mod remote_route;
