@@ -73,6 +73,7 @@ impl Generator {
             };
             let v4 = rng.u8(..4) == 0;
             let zone = (!v4 && rng.u8(..3) == 0).then(|| pick(&mut rng, &["z1", "z2"]).to_string());
+            let acting_master = !v4 && rng.u8(..3) == 0;
             let port = 10911 + 100 * i as u32;
             let spec = |id: i64, port: u32| BrokerSpec {
                 cluster: cluster.into(),
@@ -80,6 +81,7 @@ impl Generator {
                 id,
                 addr: format!("127.0.0.1:{port}"),
                 v4,
+                acting_master,
                 zone: zone.clone(),
             };
             brokers.push(spec(0, port));
@@ -358,6 +360,7 @@ mod tests {
         assert!(ops().any(|o| matches!(o, Op::Register { parts: 2.., .. })));
         assert!(ops().any(|o| matches!(o, Op::Register { form: BodyForm::Compressed, .. })));
         assert!(ops().any(|o| matches!(o, Op::Expire { .. })));
+        assert!(seqs.iter().any(|s| s.brokers.iter().any(|b| b.acting_master)), "some groups allow an acting master");
         for s in SWITCHES {
             assert!(ops().any(|o| matches!(o, Op::UpdateConfig { key, .. } if key == s)), "{s} is flipped");
         }

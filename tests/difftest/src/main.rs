@@ -44,7 +44,7 @@ enum Cmd {
         /// Saves each shrunk difference here as a fixture.
         #[arg(long)]
         save: Option<PathBuf>,
-        /// Prints the differences without failing, and without shrinking them.
+        /// Prints the differences (each kind shrunk once) without failing.
         #[arg(long)]
         report_only: bool,
         /// The longest a difference is shrunk, in seconds.
@@ -170,6 +170,8 @@ fn main() -> std::process::ExitCode {
             let started = Instant::now();
             let target = target_of(&java_version);
             let mut found = Vec::new();
+            let mut known = 0;
+            let mut differing = 0;
             for seed in seeds.iter().chain(&drawn) {
                 let seq = generate::sequence(*seed, writes, target);
                 let outcome = match runner.run(&seq) {
@@ -179,11 +181,22 @@ fn main() -> std::process::ExitCode {
                         return std::process::ExitCode::FAILURE;
                     }
                 };
+                if let Some((step, row)) = outcome.known {
+                    println!(
+                        "difftest: seed {seed}: stopped after step {}, where the states differ on purpose ({row})",
+                        step + 1
+                    );
+                    known += 1;
+                }
                 let Some(diff) = outcome.difference.clone() else { continue };
                 println!("difftest: seed {seed}: step {} differs ({})", diff.step + 1, diff.signature);
-                if report_only {
-                    println!("  {}\n  {}", seq.describe(&seq.steps[diff.step]), diff.report.join("\n  "));
-                    found.push(diff.signature);
+                differing += 1;
+                if found.contains(&diff.signature) {
+                    println!(
+                        "  {}\n  {} (shrunk above)",
+                        seq.describe(&seq.steps[diff.step]),
+                        diff.report.join("\n  ")
+                    );
                     continue;
                 }
                 let (shrunk, outcome) = runner.shrink(&seq, outcome, Duration::from_secs(shrink_seconds));
@@ -208,7 +221,8 @@ fn main() -> std::process::ExitCode {
                 found.push(diff.signature);
             }
             println!(
-                "difftest: {} sequences, {} steps, {} requests against Java {java_version} in {:.0} s; {} differ",
+                "difftest: {} sequences, {} steps, {} requests against Java {java_version} in {:.0} s; {differing} differ ({} kinds), {known} \
+                 stopped at a difference kept on purpose",
                 runner.sequences_run,
                 runner.steps_run,
                 runner.requests_run,

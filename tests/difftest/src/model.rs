@@ -15,6 +15,9 @@ pub struct BrokerSpec {
     pub addr: String,
     /// A 4.x broker: 4.x bodies and headers (no `enableActingMaster`, no heartbeat timeout), version 4.9.7.
     pub v4: bool,
+    /// `enableActingMaster=true` in its registrations (5.x).
+    #[serde(default)]
+    pub acting_master: bool,
     /// `__ZONE_NAME` in its registrations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
@@ -318,7 +321,11 @@ impl fmt::Display for Sequence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, b) in self.brokers.iter().enumerate() {
             let zone = b.zone.as_deref().map(|z| format!(" zone {z}")).unwrap_or_default();
-            let version = if b.v4 { "4.x" } else { "5.x" };
+            let version = match (b.v4, b.acting_master) {
+                (true, _) => "4.x",
+                (false, true) => "5.x, enableActingMaster",
+                (false, false) => "5.x",
+            };
             writeln!(f, "# broker {i}: {} {}#{} at {} ({version}{zone})", b.cluster, b.name, b.id, b.addr)?;
         }
         for (i, op) in self.steps.iter().enumerate() {

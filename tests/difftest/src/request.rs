@@ -86,7 +86,7 @@ pub fn register(broker: &BrokerSpec, dv: &Dv, topics: &[TopicSpec], form: BodyFo
     if broker.v4 {
         r.version = V4_9_7;
     } else {
-        ext.insert("enableActingMaster", "false");
+        ext.insert("enableActingMaster", if broker.acting_master { "true" } else { "false" });
         ext.insert("heartbeatTimeoutMillis", timeout);
     }
     if let Some(zone) = &broker.zone {

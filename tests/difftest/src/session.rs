@@ -13,7 +13,7 @@ use rocketns::testing::reply::Reply;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::model::{BrokerSpec, Op};
+use crate::model::{BrokerSpec, Dv, Op};
 use crate::request;
 
 /// How long a reply may take.
@@ -152,6 +152,17 @@ impl Session {
         reply.code = 0;
         reply.remark = Some(if left { format!("{addrs:?} left") } else { format!("{addrs:?} still registered") });
         reply
+    }
+
+    /// QUERY_DATA_VERSION of broker `b`'s address: whether the server still keeps its liveness entry (the
+    /// DataVersion in the body). Asked over the watch connection, after the broker has gone.
+    pub async fn kept_data_version(&mut self, b: usize) -> Reply {
+        let op = Op::QueryDataVersion { broker: b, dv: Dv { counter: 0, state: 0, timestamp: 0 } };
+        let mut out = failure("kept", "no request");
+        for (cmd, ty) in request::requests(&self.brokers, &op) {
+            out = self.call(ConnKey::Watch, "[322]", cmd, ty).await;
+        }
+        out
     }
 
     /// Addresses whose last registration came over broker `b`'s connection; forgotten.
