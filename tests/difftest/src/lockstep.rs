@@ -26,9 +26,9 @@ pub struct Difference {
 pub struct Outcome {
     pub reference: Vec<Vec<Reply>>,
     pub difference: Option<Difference>,
-    /// The step after which the two servers' states differ on purpose, and the COMPATIBILITY.md row that
-    /// says why: the run stops there, neither passed nor failed beyond it.
-    pub known: Option<(usize, &'static str)>,
+    /// Steps after which the two servers' states differed on purpose, with the COMPATIBILITY.md row that
+    /// says why; the runner brought them together again and went on.
+    pub known: Vec<(usize, &'static str)>,
 }
 
 /// `stale-live-entry` (COMPATIBILITY.md): after a broker's connection closed or it expired, Java still
@@ -68,6 +68,7 @@ pub async fn run(seq: &Sequence, reference: SocketAddr, ours: SocketAddr, names:
     let mut theirs = Session::new(reference, seq.brokers.clone());
     let mut mine = Session::new(ours, seq.brokers.clone());
     let mut replies = Vec::new();
+    let mut known = Vec::new();
     for (i, op) in seq.steps.iter().enumerate() {
         let (r, o) = tokio::join!(theirs.apply(op), mine.apply(op));
         let mut report = compare_step(op, &r, &o, names);
@@ -81,22 +82,24 @@ pub async fn run(seq: &Sequence, reference: SocketAddr, ours: SocketAddr, names:
                 Op::QueryDataVersion { broker: *broker, dv: crate::model::Dv { counter: 0, state: 0, timestamp: 0 } };
             if !compare_step(&probe, std::slice::from_ref(&r), std::slice::from_ref(&o), names).is_empty() {
                 if stale_live_entry(&r, &o) {
-                    return Outcome { reference: replies, difference: None, known: Some((i, "stale-live-entry")) };
+                    known.push((i, "stale-live-entry"));
+                    let (r, o) = tokio::join!(theirs.forget(*broker), mine.forget(*broker));
+                    report = compare_step(&Op::Unregister { broker: *broker }, &r, &o, names);
+                    if !report.is_empty() {
+                        report.insert(0, "then forgetting the address kept on purpose:".into());
+                    }
+                } else {
+                    report = compare_step(&probe, &[r], &[o], names);
+                    report.insert(0, "then QUERY_DATA_VERSION of its address:".into());
                 }
-                report = compare_step(&probe, &[r], &[o], names);
-                report.insert(0, "then QUERY_DATA_VERSION of its address:".into());
             }
         }
         if !report.is_empty() {
             let signature = signature(seq, i, &report);
-            return Outcome {
-                reference: replies,
-                difference: Some(Difference { step: i, report, signature }),
-                known: None,
-            };
+            return Outcome { reference: replies, difference: Some(Difference { step: i, report, signature }), known };
         }
     }
-    Outcome { reference: replies, difference: None, known: None }
+    Outcome { reference: replies, difference: None, known }
 }
 
 /// Runs `seq` against one server and returns its replies, step by step (fixture replays).

@@ -181,9 +181,9 @@ fn main() -> std::process::ExitCode {
                         return std::process::ExitCode::FAILURE;
                     }
                 };
-                if let Some((step, row)) = outcome.known {
+                for (step, row) in &outcome.known {
                     println!(
-                        "difftest: seed {seed}: stopped after step {}, where the states differ on purpose ({row})",
+                        "difftest: seed {seed}: after step {}, the states differed on purpose ({row}); brought together",
                         step + 1
                     );
                     known += 1;
@@ -222,7 +222,7 @@ fn main() -> std::process::ExitCode {
             }
             println!(
                 "difftest: {} sequences, {} steps, {} requests against Java {java_version} in {:.0} s; {differing} differ ({} kinds), {known} \
-                 stopped at a difference kept on purpose",
+                 times the states differed on purpose",
                 runner.sequences_run,
                 runner.steps_run,
                 runner.requests_run,

@@ -165,6 +165,29 @@ impl Session {
         out
     }
 
+    /// UNREGISTER_BROKER of broker `b`, over the watch connection, then until the server keeps no
+    /// DataVersion for its address (bounded): how the runner brings the two servers' states together again
+    /// after a difference kept on purpose (`stale-live-entry`).
+    pub async fn forget(&mut self, b: usize) -> Vec<Reply> {
+        let mut replies = Vec::new();
+        for (cmd, ty) in request::requests(&self.brokers, &Op::Unregister { broker: b }) {
+            replies.push(self.call(ConnKey::Watch, "[104]", cmd, ty).await);
+        }
+        let deadline = tokio::time::Instant::now() + LEAVE_TIMEOUT;
+        let mut gone = false;
+        while !gone && tokio::time::Instant::now() < deadline {
+            gone = self.kept_data_version(b).await.body_bytes().is_empty();
+            if !gone {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let mut reply = failure(LEFT, "");
+        reply.code = 0;
+        reply.remark = Some(if gone { "forgotten".into() } else { "still kept".into() });
+        replies.push(reply);
+        replies
+    }
+
     /// Addresses whose last registration came over broker `b`'s connection; forgotten.
     fn take_live_of(&mut self, b: usize) -> Vec<String> {
         let gone: Vec<(String, String)> = self.live.iter().filter(|(_, c)| **c == b).map(|(k, _)| k.clone()).collect();
