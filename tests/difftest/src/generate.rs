@@ -72,8 +72,10 @@ impl Generator {
                 _ => "c2",
             };
             let v4 = rng.u8(..4) == 0;
-            let zone = (!v4 && rng.u8(..3) == 0).then(|| pick(&mut rng, &["z1", "z2"]).to_string());
-            let acting_master = !v4 && rng.u8(..3) == 0;
+            // Zones and acting masters are 5.x NameServer features.
+            let v5_features = !v4 && target == Target::Java5;
+            let zone = (v5_features && rng.u8(..3) == 0).then(|| pick(&mut rng, &["z1", "z2"]).to_string());
+            let acting_master = v5_features && rng.u8(..3) == 0;
             let port = 10911 + 100 * i as u32;
             let spec = |id: i64, port: u32| BrokerSpec {
                 cluster: cluster.into(),
@@ -196,8 +198,12 @@ impl Generator {
                 let b = self.broker();
                 let topics = self.next_topics(b);
                 let dv = self.next_dv(b);
-                let form =
-                    if !self.brokers[b].v4 && self.rng.u8(..5) == 0 { BodyForm::Compressed } else { BodyForm::Json };
+                // The compressed form is a 5.x broker's, which a 4.x NameServer cannot read.
+                let form = if v5 && !self.brokers[b].v4 && self.rng.u8(..5) == 0 {
+                    BodyForm::Compressed
+                } else {
+                    BodyForm::Json
+                };
                 let parts = if !self.brokers[b].v4 && topics.len() >= 2 && self.rng.u8(..6) == 0 {
                     self.rng.usize(2..=3)
                 } else {
@@ -311,7 +317,7 @@ impl Generator {
                     version,
                     standard_only: self.rng.u8(..7) == 0,
                     binary: self.rng.u8(..10) == 0,
-                    zone: (self.rng.u8(..8) == 0).then(|| pick(&mut self.rng, &["z1", "z2"]).to_string()),
+                    zone: (v5 && self.rng.u8(..8) == 0).then(|| pick(&mut self.rng, &["z1", "z2"]).to_string()),
                 };
                 Op::Route { topic, client }
             }
@@ -382,8 +388,11 @@ mod tests {
     fn a_4x_target_gets_no_5x_only_requests() {
         for seed in 0..20 {
             let s = sequence(seed, 40, Target::Java4);
+            assert!(s.brokers.iter().all(|b| b.zone.is_none() && !b.acting_master));
             for op in &s.steps {
                 assert!(!matches!(op, Op::Heartbeat { .. } | Op::Expire { .. } | Op::MemberGroup { .. }), "{op:?}");
+                assert!(!matches!(op, Op::Register { form: BodyForm::Compressed, .. }), "{op:?}");
+                assert!(!matches!(op, Op::Route { client, .. } if client.zone.is_some()), "{op:?}");
                 if let Op::UpdateConfig { key, .. } = op {
                     assert!(!SWITCHES_5X_ONLY.contains(&key.as_str()));
                 }

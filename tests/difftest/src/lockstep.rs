@@ -63,14 +63,24 @@ fn signature(seq: &Sequence, step: usize, report: &[String]) -> String {
     format!("{:?} {}", seq.steps[step].codes(), parts.join(","))
 }
 
-/// Runs `seq` against the reference server and ours, which must be fresh.
-pub async fn run(seq: &Sequence, reference: SocketAddr, ours: SocketAddr, names: (&str, &str)) -> Outcome {
+/// Runs `seq` against the reference server and ours, which must be fresh; `adapt` reshapes our replies
+/// before they are compared (`compare::as_4x` against a 4.x NameServer).
+pub async fn run(
+    seq: &Sequence,
+    reference: SocketAddr,
+    ours: SocketAddr,
+    names: (&str, &str),
+    adapt: Option<fn(&Reply) -> Reply>,
+) -> Outcome {
     let mut theirs = Session::new(reference, seq.brokers.clone());
     let mut mine = Session::new(ours, seq.brokers.clone());
     let mut replies = Vec::new();
     let mut known = Vec::new();
     for (i, op) in seq.steps.iter().enumerate() {
-        let (r, o) = tokio::join!(theirs.apply(op), mine.apply(op));
+        let (r, mut o) = tokio::join!(theirs.apply(op), mine.apply(op));
+        if let Some(adapt) = adapt {
+            o = o.iter().map(adapt).collect();
+        }
         let mut report = compare_step(op, &r, &o, names);
         replies.push(r);
         if report.is_empty()

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use rocketns::testing::reply::Reply;
+use rocketns_difftest::compare;
 use rocketns_difftest::fixture::Fixture;
 use rocketns_difftest::generate::{self, Target};
 use rocketns_difftest::lockstep::{self, Outcome};
@@ -68,6 +70,8 @@ struct Runner {
     rt: tokio::runtime::Runtime,
     java: JavaLauncher,
     names: (String, String),
+    /// Our replies in a 4.x NameServer's shapes, against one.
+    adapt: Option<fn(&Reply) -> Reply>,
     steps_run: usize,
     requests_run: usize,
     sequences_run: usize,
@@ -79,7 +83,7 @@ impl Runner {
         let names = (self.names.0.as_str(), self.names.1.as_str());
         let outcome = self.rt.block_on(async {
             let ours = Rocketns::start().await.map_err(|e| format!("rocketns: {e}"))?;
-            Ok::<_, String>(lockstep::run(seq, java.addr, ours.addr, names).await)
+            Ok::<_, String>(lockstep::run(seq, java.addr, ours.addr, names, self.adapt).await)
         })?;
         self.sequences_run += 1;
         self.steps_run += outcome.reference.len();
@@ -163,6 +167,7 @@ fn main() -> std::process::ExitCode {
                 rt,
                 java: JavaLauncher::new(&jars),
                 names: (format!("Java {java_version}"), "rocketns".into()),
+                adapt: (target_of(&java_version) == Target::Java4).then_some(compare::as_4x as fn(&Reply) -> Reply),
                 steps_run: 0,
                 requests_run: 0,
                 sequences_run: 0,

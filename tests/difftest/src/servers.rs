@@ -13,6 +13,15 @@ use tokio::sync::oneshot;
 /// `scanNotActiveBrokerInterval` of both servers, in milliseconds.
 pub const SCAN_INTERVAL_MS: u64 = 200;
 
+/// Warnings and errors to the NameServer's own log file.
+const LOGBACK_4X: &str = r#"<configuration>
+  <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{30} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="OUT"/></root>
+</configuration>
+"#;
+
 /// A Java NameServer process; killed when dropped.
 pub struct JavaNamesrv {
     child: Child,
@@ -59,6 +68,9 @@ impl JavaLauncher {
                 dir.path().join("namesrv.properties").display()
             ),
         )?;
+        // A 4.x NameServer reads its logging setup from $ROCKETMQ_HOME/conf (5.x ones carry theirs).
+        std::fs::create_dir_all(dir.path().join("conf"))?;
+        std::fs::write(dir.path().join("conf/logback_namesrv.xml"), LOGBACK_4X)?;
         let log = std::fs::File::create(dir.path().join("namesrv.log"))?;
         let child = Command::new("java")
             .args(["-Xms128m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData"])
