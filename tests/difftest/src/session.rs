@@ -54,6 +54,11 @@ fn failure(step: &str, what: &str) -> Reply {
     }
 }
 
+/// What the runner saw of a server between requests (whether a broker left), as a pseudo-reply.
+fn note(what: String) -> Reply {
+    Reply { code: 0, ..failure(LEFT, &what) }
+}
+
 impl Connection {
     async fn open(addr: SocketAddr) -> std::io::Result<Connection> {
         let stream = TcpStream::connect(addr).await?;
@@ -148,10 +153,7 @@ impl Session {
                 }
             }
         }
-        let mut reply = failure(LEFT, "");
-        reply.code = 0;
-        reply.remark = Some(if left { format!("{addrs:?} left") } else { format!("{addrs:?} still registered") });
-        reply
+        note(if left { format!("{addrs:?} left") } else { format!("{addrs:?} still registered") })
     }
 
     /// QUERY_DATA_VERSION of broker `b`'s address: whether the server still keeps its liveness entry (the
@@ -165,6 +167,16 @@ impl Session {
         out
     }
 
+    /// Until the server keeps no DataVersion for broker `b`'s address, at most `within`: a closed
+    /// connection's broker can leave the group's table before (or, having been replaced there, without)
+    /// its liveness entry going, and the runner compares what each server keeps only once both are done.
+    async fn until_forgotten(&mut self, b: usize, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while !self.kept_data_version(b).await.body_bytes().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// UNREGISTER_BROKER of broker `b`, over the watch connection, then until the server keeps no
     /// DataVersion for its address (bounded): how the runner brings the two servers' states together again
     /// after a difference kept on purpose (`stale-live-entry`).
@@ -173,18 +185,9 @@ impl Session {
         for (cmd, ty) in request::requests(&self.brokers, &Op::Unregister { broker: b }) {
             replies.push(self.call(ConnKey::Watch, "[104]", cmd, ty).await);
         }
-        let deadline = tokio::time::Instant::now() + LEAVE_TIMEOUT;
-        let mut gone = false;
-        while !gone && tokio::time::Instant::now() < deadline {
-            gone = self.kept_data_version(b).await.body_bytes().is_empty();
-            if !gone {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-        let mut reply = failure(LEFT, "");
-        reply.code = 0;
-        reply.remark = Some(if gone { "forgotten".into() } else { "still kept".into() });
-        replies.push(reply);
+        self.until_forgotten(b, LEAVE_TIMEOUT).await;
+        let gone = self.kept_data_version(b).await.body_bytes().is_empty();
+        replies.push(note(if gone { "forgotten".into() } else { "still kept".into() }));
         replies
     }
 
@@ -220,6 +223,9 @@ impl Session {
                 self.conns.remove(&ConnKey::Broker(*broker));
                 let addrs = self.take_live_of(*broker);
                 replies.push(self.until_gone(&addrs, LEAVE_TIMEOUT).await);
+                if !addrs.is_empty() {
+                    self.until_forgotten(*broker, LEAVE_TIMEOUT).await;
+                }
             }
             Op::Expire { broker, .. } => {
                 // The broker falls silent with its connection open (a close would remove it at once); the
@@ -227,6 +233,7 @@ impl Session {
                 let b = self.brokers[*broker].clone();
                 self.live.remove(&(b.cluster.clone(), b.addr.clone()));
                 replies.push(self.until_gone(&[b.addr], EXPIRE_TIMEOUT).await);
+                self.until_forgotten(*broker, LEAVE_TIMEOUT).await;
                 self.conns.remove(&ConnKey::Broker(*broker));
             }
             _ => {}
