@@ -120,6 +120,11 @@ pub struct Rocketns {
 impl Rocketns {
     /// Must be called inside a tokio runtime.
     pub async fn start() -> std::io::Result<Rocketns> {
+        Rocketns::start_with("").await
+    }
+
+    /// With more settings, as properties text (for the runner's own tests: a server that differs).
+    pub async fn start_with(properties: &str) -> std::io::Result<Rocketns> {
         let dir = tempfile::tempdir()?;
         let mut config = NamesrvConfig {
             bind_address: "127.0.0.1".into(),
@@ -128,7 +133,7 @@ impl Rocketns {
             ..NamesrvConfig::default()
         };
         config
-            .apply_properties(format!("scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\n"), "difftest")
+            .apply_properties(format!("scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\n{properties}"), "difftest")
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let server = NameServer::bind(config, None).await.map_err(|e| std::io::Error::other(e.to_string()))?;
         let addr = server.local_addr()?;
