@@ -7,8 +7,9 @@
 # Java brokers and mqadmin with rocketns beside the Java NameServer (tests/java/side-by-side.sh), Java and Go
 # clients through brokers found via rocketns (tests/java/clients.sh), a 5.x acting-master pair and 905 notices
 # (tests/java/acting-master.sh), signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode
-# beside the Java NameServer 4.9.7 (tests/java/cluster-test.sh) and the gRPC Java client through a Java Proxy
-# (tests/java/proxy.sh); the last eight need root. Each stage's result is printed as it ends; the last line counts the stages:
+# beside the Java NameServer 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy
+# (tests/java/proxy.sh) and generated request sequences against the Java NameServer in lockstep
+# (tests/java/difftest.sh); the last nine need root. Each stage's result is printed as it ends; the last line counts the stages:
 # `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are named. The
 # first run on a fresh machine installs cargo-fuzz, the rocketmq-rust broker and the Java RocketMQ jars, and
 # builds the interop client (README, "Before you start").
@@ -21,7 +22,7 @@ trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 
 stages=(fmt clippy readme-run test fuzz interop java-reference java-side-by-side java-clients java-acting-master
-    java-signing java-cluster-test java-proxy)
+    java-signing java-cluster-test java-proxy java-difftest)
 declare -A what=(
     [fmt]="cargo fmt --check"
     [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
@@ -36,6 +37,7 @@ declare -A what=(
     [java-signing]="a signing Java 5.3.3 broker and mqadmin against rocketns with aclEnable"
     [java-cluster-test]="cluster-test mode beside the Java NameServer 4.9.7 (and 5.3.3) in the same mode"
     [java-proxy]="the gRPC Java client through a Java Proxy 5.3.3 whose NameServer is rocketns, then Java's"
+    [java-difftest]="generated request sequences, Java NameServer 5.3.3 and rocketns in lockstep"
 )
 
 run_stage() {
@@ -53,12 +55,14 @@ run_stage() {
         java-signing) bash tests/java/signing.sh ;;
         java-cluster-test) bash tests/java/cluster-test.sh ;;
         java-proxy) bash tests/java/proxy.sh ;;
+        java-difftest) bash tests/java/difftest.sh 2>&1 | tee "$scratch/difftest.log" ;;
     esac
 }
 
 # What a stage counted, for the summary.
 detail() {
     case $1 in
+        java-difftest) grep -hE '^difftest: [0-9]+ sequences' "$scratch/difftest.log" 2>/dev/null | sed 's/^difftest: //' ;;
         test) awk '/^test result:/ {p += $4; f += $6} END {if (p + f) printf "%d tests passed, %d failed", p, f}' \
             "$scratch/cargo-test.log" 2>/dev/null ;;
     esac

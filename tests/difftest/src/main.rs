@@ -15,6 +15,7 @@ use rocketns_difftest::generate::{self, Target};
 use rocketns_difftest::lockstep::{self, Outcome};
 use rocketns_difftest::model::{Op, Sequence};
 use rocketns_difftest::servers::{JavaLauncher, Rocketns};
+use rocketns_difftest::session::LEFT;
 use rocketns_difftest::shrink;
 
 #[derive(Parser)]
@@ -87,7 +88,7 @@ impl Runner {
         })?;
         self.sequences_run += 1;
         self.steps_run += outcome.reference.len();
-        self.requests_run += outcome.reference.iter().flatten().filter(|r| r.step != "left").count();
+        self.requests_run += outcome.reference.iter().flatten().filter(|r| r.step != LEFT).count();
         Ok(outcome)
     }
 
