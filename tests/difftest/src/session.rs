@@ -197,7 +197,8 @@ impl Session {
         gone.into_iter().map(|k| self.live.remove(&k).map(|_| k.1).unwrap_or_default()).collect()
     }
 
-    /// Runs one step; its replies (and whether a leaving broker left).
+    /// Runs one step; its replies, and after a broker went, whether it left and what the server still keeps
+    /// of it (QUERY_DATA_VERSION of its address).
     pub async fn apply(&mut self, op: &Op) -> Vec<Reply> {
         let label = format!("{:?}", op.codes());
         let key = match op.broker() {
@@ -226,6 +227,7 @@ impl Session {
                 if !addrs.is_empty() {
                     self.until_forgotten(*broker, LEAVE_TIMEOUT).await;
                 }
+                replies.push(self.kept_data_version(*broker).await);
             }
             Op::Expire { broker, .. } => {
                 // The broker falls silent with its connection open (a close would remove it at once); the
@@ -234,6 +236,7 @@ impl Session {
                 self.live.remove(&(b.cluster.clone(), b.addr.clone()));
                 replies.push(self.until_gone(&[b.addr], EXPIRE_TIMEOUT).await);
                 self.until_forgotten(*broker, LEAVE_TIMEOUT).await;
+                replies.push(self.kept_data_version(*broker).await);
                 self.conns.remove(&ConnKey::Broker(*broker));
             }
             _ => {}
