@@ -659,3 +659,23 @@ async fn filter_servers_follow_registrations() {
     let info = String::from_utf8(c.request(request(106, &[])).await.body.to_vec()).unwrap();
     assert!(info.contains(r#""broker-b":{"brokerAddrs":{0:"127.0.0.1:10921"}"#), "{info}");
 }
+
+/// `supportActingMaster` changed while running (UPDATE_NAMESRV_CONFIG, as Java allows; found by the
+/// generated sequences): the master-less group's route shows its slave as the acting master (id 0) at once,
+/// and as id 1 again when the switch goes off.
+#[tokio::test]
+async fn acting_master_follows_a_live_config_update() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &master(), dv(1), TOPICS).await;
+    register(&mut c, &slave(), dv(1), TOPICS).await;
+    c.request(unregister_request(&master())).await;
+    let r = wait_addrs(&mut c, "TopicA", 1).await;
+    assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(1, "127.0.0.1:30911".into())], "switch off");
+    for (on, want_id) in [(true, 0), (false, 1)] {
+        let resp = c.request(update_config(&format!("supportActingMaster={on}"))).await;
+        assert_eq!(resp.code, 0, "{:?}", resp.remark);
+        let r = wait_for(&mut c, "TopicA", |r| broker_addrs(r, "Default_Broker")[0].0 == want_id).await;
+        assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(want_id, "127.0.0.1:30911".into())]);
+    }
+}
