@@ -98,15 +98,26 @@ async fn wait_addrs(c: &mut Client, topic: &str, want: usize) -> serde_json::Val
     wait_for(c, topic, |r| broker_addrs(r, "Default_Broker").len() == want).await
 }
 
+/// Master `m` and slave `s` register TOPICS, then `leaving` (one of them) unregisters: TopicA's route once
+/// it has left.
+async fn pair_after_one_left(
+    c: &mut Client,
+    m: &Broker<'_>,
+    s: &Broker<'_>,
+    leaving: &Broker<'_>,
+) -> serde_json::Value {
+    register(c, m, dv(1), TOPICS).await;
+    register(c, s, dv(1), TOPICS).await;
+    c.request(unregister_request(leaving)).await;
+    wait_addrs(c, "TopicA", 1).await
+}
+
 /// RouteInfoManagerNewTest#unRegisterSlaveBroker.
 #[tokio::test]
 async fn unregister_slave_keeps_master() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
-    register(&mut c, &master(), dv(1), TOPICS).await;
-    register(&mut c, &slave(), dv(1), TOPICS).await;
-    c.request(unregister_request(&slave())).await;
-    let r = wait_addrs(&mut c, "TopicA", 1).await;
+    let r = pair_after_one_left(&mut c, &master(), &slave(), &slave()).await;
     assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(0, "127.0.0.1:10911".into())]);
     assert_eq!(queue_perm(&r, "Default_Broker"), 6);
 }
@@ -123,10 +134,7 @@ async fn master_leaving_stops_writes_only_with_acting_master() {
         } else {
             (without_acting_master(master()), without_acting_master(slave()))
         };
-        register(&mut c, &m, dv(1), TOPICS).await;
-        register(&mut c, &s, dv(1), TOPICS).await;
-        c.request(unregister_request(&m)).await;
-        let r = wait_addrs(&mut c, "TopicA", 1).await;
+        let r = pair_after_one_left(&mut c, &m, &s, &m).await;
         assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(1, "127.0.0.1:30911".into())]);
         assert_eq!(queue_perm(&r, "Default_Broker"), want_perm, "acting master {acting}");
     }
@@ -667,10 +675,7 @@ async fn filter_servers_follow_registrations() {
 async fn acting_master_follows_a_live_config_update() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
-    register(&mut c, &master(), dv(1), TOPICS).await;
-    register(&mut c, &slave(), dv(1), TOPICS).await;
-    c.request(unregister_request(&master())).await;
-    let r = wait_addrs(&mut c, "TopicA", 1).await;
+    let r = pair_after_one_left(&mut c, &master(), &slave(), &master()).await;
     assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(1, "127.0.0.1:30911".into())], "switch off");
     for (on, want_id) in [(true, 0), (false, 1)] {
         let resp = c.request(update_config(&format!("supportActingMaster={on}"))).await;
