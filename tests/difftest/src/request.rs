@@ -96,6 +96,24 @@ pub fn register(broker: &BrokerSpec, dv: &Dv, topics: &[TopicSpec], form: BodyFo
     r
 }
 
+/// A request that names a broker by the four fields its header classes share.
+fn broker_request(code: i32, b: &BrokerSpec) -> RemotingCommand {
+    let id = b.id.to_string();
+    request(code, &[("brokerAddr", &b.addr), ("brokerId", &id), ("brokerName", &b.name), ("clusterName", &b.cluster)])
+}
+
+/// UNREGISTER_BROKER of `b`.
+pub fn unregister(b: &BrokerSpec) -> RemotingCommand {
+    broker_request(104, b)
+}
+
+/// QUERY_DATA_VERSION of `b` with `dv` in the body.
+pub fn query_data_version(b: &BrokerSpec, dv: &Dv) -> RemotingCommand {
+    let mut r = broker_request(322, b);
+    r.body = Bytes::from(data_version(dv).to_json());
+    r
+}
+
 /// The requests of `op` over its connection, each with its header encoding.
 pub fn requests(brokers: &[BrokerSpec], op: &Op) -> Vec<(RemotingCommand, SerializeType)> {
     let json = |cmd| vec![(cmd, SerializeType::Json)];
@@ -111,33 +129,10 @@ pub fn requests(brokers: &[BrokerSpec], op: &Op) -> Vec<(RemotingCommand, Serial
         Op::Expire { broker: b, topics, dv } => {
             json(register(broker(b), dv, topics, BodyForm::Json, EXPIRE_TIMEOUT_MS))
         }
-        Op::Unregister { broker: b } => {
-            let b = broker(b);
-            let id = b.id.to_string();
-            json(request(
-                104,
-                &[("brokerAddr", &b.addr), ("brokerId", &id), ("brokerName", &b.name), ("clusterName", &b.cluster)],
-            ))
-        }
+        Op::Unregister { broker: b } => json(unregister(broker(b))),
         Op::Close { .. } => vec![],
-        Op::Heartbeat { broker: b } => {
-            let b = broker(b);
-            let id = b.id.to_string();
-            json(request(
-                904,
-                &[("clusterName", &b.cluster), ("brokerAddr", &b.addr), ("brokerName", &b.name), ("brokerId", &id)],
-            ))
-        }
-        Op::QueryDataVersion { broker: b, dv } => {
-            let b = broker(b);
-            let id = b.id.to_string();
-            let mut r = request(
-                322,
-                &[("brokerAddr", &b.addr), ("clusterName", &b.cluster), ("brokerName", &b.name), ("brokerId", &id)],
-            );
-            r.body = Bytes::from(data_version(dv).to_json());
-            json(r)
-        }
+        Op::Heartbeat { broker: b } => json(broker_request(904, broker(b))),
+        Op::QueryDataVersion { broker: b, dv } => json(query_data_version(broker(b), dv)),
         Op::WipeWritePerm { broker_name } => json(request(205, &[("brokerName", broker_name)])),
         Op::AddWritePerm { broker_name } => json(request(327, &[("brokerName", broker_name)])),
         Op::RegisterTopic { topic, queues } => {

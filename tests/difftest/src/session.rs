@@ -158,21 +158,22 @@ impl Session {
 
     /// QUERY_DATA_VERSION of broker `b`'s address: whether the server still keeps its liveness entry (the
     /// DataVersion in the body). Asked over the watch connection, after the broker has gone.
-    pub async fn kept_data_version(&mut self, b: usize) -> Reply {
-        let op = Op::QueryDataVersion { broker: b, dv: Dv { counter: 0, state: 0, timestamp: 0 } };
-        let mut out = failure("kept", "no request");
-        for (cmd, ty) in request::requests(&self.brokers, &op) {
-            out = self.call(ConnKey::Watch, "[322]", cmd, ty).await;
-        }
-        out
+    async fn kept_data_version(&mut self, b: usize) -> Reply {
+        let cmd = request::query_data_version(&self.brokers[b], &Dv { counter: 0, state: 0, timestamp: 0 });
+        self.call(ConnKey::Watch, "[322]", cmd, SerializeType::Json).await
     }
 
-    /// Until the server keeps no DataVersion for broker `b`'s address, at most `within`: a closed
-    /// connection's broker can leave the group's table before (or, having been replaced there, without)
-    /// its liveness entry going, and the runner compares what each server keeps only once both are done.
-    async fn until_forgotten(&mut self, b: usize, within: Duration) {
+    /// Until the server keeps no DataVersion for broker `b`'s address, at most `within`; the last answer. A
+    /// closed connection's broker can leave the group's table before (or, having been replaced there,
+    /// without) its liveness entry going, and the runner compares what each server keeps only once both
+    /// are done.
+    async fn until_forgotten(&mut self, b: usize, within: Duration) -> Reply {
         let deadline = tokio::time::Instant::now() + within;
-        while !self.kept_data_version(b).await.body_bytes().is_empty() && tokio::time::Instant::now() < deadline {
+        loop {
+            let kept = self.kept_data_version(b).await;
+            if kept.body_bytes().is_empty() || tokio::time::Instant::now() >= deadline {
+                return kept;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -181,20 +182,23 @@ impl Session {
     /// DataVersion for its address (bounded): how the runner brings the two servers' states together again
     /// after a difference kept on purpose (`stale-live-entry`).
     pub async fn forget(&mut self, b: usize) -> Vec<Reply> {
-        let mut replies = Vec::new();
-        for (cmd, ty) in request::requests(&self.brokers, &Op::Unregister { broker: b }) {
-            replies.push(self.call(ConnKey::Watch, "[104]", cmd, ty).await);
-        }
-        self.until_forgotten(b, LEAVE_TIMEOUT).await;
-        let gone = self.kept_data_version(b).await.body_bytes().is_empty();
-        replies.push(note(if gone { "forgotten".into() } else { "still kept".into() }));
-        replies
+        let cmd = request::unregister(&self.brokers[b]);
+        let unregistered = self.call(ConnKey::Watch, "[104]", cmd, SerializeType::Json).await;
+        let gone = self.until_forgotten(b, LEAVE_TIMEOUT).await.body_bytes().is_empty();
+        vec![unregistered, note(if gone { "forgotten".into() } else { "still kept".into() })]
     }
 
     /// Addresses whose last registration came over broker `b`'s connection; forgotten.
     fn take_live_of(&mut self, b: usize) -> Vec<String> {
-        let gone: Vec<(String, String)> = self.live.iter().filter(|(_, c)| **c == b).map(|(k, _)| k.clone()).collect();
-        gone.into_iter().map(|k| self.live.remove(&k).map(|_| k.1).unwrap_or_default()).collect()
+        let mut gone = Vec::new();
+        self.live.retain(|(_, addr), c| {
+            let keep = *c != b;
+            if !keep {
+                gone.push(addr.clone());
+            }
+            keep
+        });
+        gone
     }
 
     /// Runs one step; its replies, and after a broker went, whether it left and what the server still keeps
@@ -224,10 +228,13 @@ impl Session {
                 self.conns.remove(&ConnKey::Broker(*broker));
                 let addrs = self.take_live_of(*broker);
                 replies.push(self.until_gone(&addrs, LEAVE_TIMEOUT).await);
-                if !addrs.is_empty() {
-                    self.until_forgotten(*broker, LEAVE_TIMEOUT).await;
-                }
-                replies.push(self.kept_data_version(*broker).await);
+                // Another broker's registration of the address over its own connection stays (and is kept).
+                let kept = if addrs.is_empty() {
+                    self.kept_data_version(*broker).await
+                } else {
+                    self.until_forgotten(*broker, LEAVE_TIMEOUT).await
+                };
+                replies.push(kept);
             }
             Op::Expire { broker, .. } => {
                 // The broker falls silent with its connection open (a close would remove it at once); the
@@ -235,8 +242,7 @@ impl Session {
                 let b = self.brokers[*broker].clone();
                 self.live.remove(&(b.cluster.clone(), b.addr.clone()));
                 replies.push(self.until_gone(&[b.addr], EXPIRE_TIMEOUT).await);
-                self.until_forgotten(*broker, LEAVE_TIMEOUT).await;
-                replies.push(self.kept_data_version(*broker).await);
+                replies.push(self.until_forgotten(*broker, LEAVE_TIMEOUT).await);
                 self.conns.remove(&ConnKey::Broker(*broker));
             }
             _ => {}
