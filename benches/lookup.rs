@@ -77,7 +77,13 @@ fn lookup(c: &mut Criterion) {
         b.to_async(&rt).iter(|| async {
             let mut req = request.take().expect("the request is back in its cell");
             let mut queue = out.take().expect("the queue is back in its cell");
-            let code = rocketns::processor::dispatch(&state, &mut req, 1, &mut queue).await;
+            let code = rocketns::processor::dispatch(
+                &state,
+                &mut req,
+                rocketns::processor::Caller { conn: 1, addr: None },
+                &mut queue,
+            )
+            .await;
             queue.flush(&mut tokio::io::sink()).await.expect("the sink takes everything");
             request.replace(Some(req));
             out.replace(Some(queue));

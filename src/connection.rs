@@ -27,6 +27,8 @@ const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
 pub struct Connection<S> {
     stream: S,
     id: ConnId,
+    /// The peer's address, for the audit log.
+    peer: Option<std::net::SocketAddr>,
     state: ServerState,
     decoder: FrameDecoder,
     budget: FrameBudget,
@@ -58,12 +60,12 @@ fn frame_cap(limit: u64) -> usize {
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Every connection may send frames up to `frameMaxLength`, as with Java; frames over 64 KiB are
     /// buffered within the server-wide `budget`.
-    pub fn new(stream: S, id: ConnId, state: ServerState, budget: FrameBudget) -> Self {
+    pub fn new(stream: S, id: ConnId, peer: Option<std::net::SocketAddr>, state: ServerState, budget: FrameBudget) -> Self {
         let config = state.config.load();
         let decoder = FrameDecoder::new(frame_cap(config.frame_max_length));
         let idle_timeout = config.channel_idle_timeout();
         let large_frame_timeout = config.large_frame_timeout();
-        Connection { stream, id, state, decoder, budget, large_frame_timeout, registered_broker: false, idle_timeout }
+        Connection { stream, id, peer, state, decoder, budget, large_frame_timeout, registered_broker: false, idle_timeout }
     }
 
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
@@ -73,6 +75,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     pub async fn run(mut self) -> bool {
         self.serve().await;
         self.registered_broker
+    }
+
+    fn caller(&self) -> crate::processor::Caller {
+        crate::processor::Caller { conn: self.id, addr: self.peer }
     }
 
     async fn serve(&mut self) {
@@ -120,7 +126,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
                 let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
                 let started = sampled.then(std::time::Instant::now);
-                let code = crate::processor::dispatch(&self.state, &mut cmd, self.id, &mut out).await;
+                let code = crate::processor::dispatch(&self.state, &mut cmd, self.caller(), &mut out).await;
                 drop(room);
                 if let Some(started) = started {
                     self.state.metrics.record_lookup_latency(started.elapsed());

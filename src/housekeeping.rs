@@ -62,7 +62,7 @@ pub async fn save_routes_periodically(
 
 /// Writes the routes to `path`, atomically, and returns the version of the snapshot written. With no routes
 /// there is nothing to serve after a restart: no file is written, and one left by earlier routes is removed.
-async fn save_routes(routes: &RouteHandle, path: &std::path::Path, metrics: &Metrics) -> Option<u64> {
+pub(crate) async fn save_routes(routes: &RouteHandle, path: &std::path::Path, metrics: &Metrics) -> Option<u64> {
     let to_save = match routes.routes_to_save().await {
         Ok(r) => r,
         Err(e) => {

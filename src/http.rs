@@ -35,13 +35,16 @@ pub async fn serve(listener: tokio::net::TcpListener, state: ServerState) {
     }
 }
 
-fn json(body: Vec<u8>) -> Response {
+/// A JSON reply, ending with a newline as curl users expect.
+fn json(mut body: Vec<u8>) -> Response {
+    body.push(b'\n');
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 async fn metrics(State(p): State<ServerState>) -> Response {
     let snapshot = p.routes.load();
     let c = &p.routes.counters;
+    let config = p.config.load();
     let counters = [
         ("rocketns_registrations_total", "REGISTER_BROKER requests applied.", c.registrations.load(Ordering::Relaxed)),
         ("rocketns_expiries_total", "Brokers removed for silence.", c.expiries.load(Ordering::Relaxed)),
@@ -59,6 +62,12 @@ async fn metrics(State(p): State<ServerState>) -> Response {
         ("rocketns_clusters", "Clusters.", snapshot.clusters.len() as i64),
         ("rocketns_live_brokers", "Broker addresses with a live heartbeat entry.", p.routes.liveness.len() as i64),
         ("rocketns_kv_entries", "KV config entries.", p.kv.entry_count() as i64),
+        ("rocketns_ready", "1 while routes are served (/readyz), 0 during needWaitForService and shutdown.", i64::from(p.is_ready())),
+        (
+            "rocketns_server_max_connections",
+            "serverMaxConnections: connections beyond it are closed on accept.",
+            i64::try_from(config.server_max_connections).unwrap_or(i64::MAX),
+        ),
     ];
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], p.metrics.render(&counters, &gauges)).into_response()
 }

@@ -9,10 +9,11 @@
 //! - `protocol`: RocketMQ data types and their exact JSON; request and response codes;
 //! - `route`: immutable route snapshots, the single writer, broker liveness, the warm-restart file;
 //! - `processor`: request dispatch, one handler per code, over the server's shared state (`state`);
-//!   `error`: failures mapped to response codes in one place; `acl`: request signatures;
+//!   `error`: failures mapped to response codes in one place; `acl`: request signatures; `audit`: the
+//!   audit log of writes;
 //! - `connection`, `server`: I/O, accept loop, supervision; `tls`: optional TLS; `housekeeping`: expiry
 //!   scan and route saver; `frame_budget`: memory for large frames; `offload`: work moved to the blocking
-//!   pool;
+//!   pool; `upgrade`: the sockets handed to a new process;
 //! - `outbound`: connections the server opens itself (905 notices to brokers, cluster-test lookups);
 //! - `http` and `metrics`: the operator's port;
 //! - `kvconfig`: the KV config store; `fsutil`: crash-safe file writes;
@@ -42,6 +43,7 @@ pub mod server;
 
 internal_modules!(
     acl,
+    audit,
     connection,
     error,
     frame_budget,
@@ -59,6 +61,7 @@ internal_modules!(
     route,
     state,
     tls,
+    upgrade,
 );
 
 #[cfg(any(test, feature = "testing"))]

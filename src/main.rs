@@ -30,6 +30,10 @@ struct Cli {
     /// rocketmq.namesrv.addr, rocketmq.namesrv.domain and rocketmq.namesrv.domain.subgroup.
     #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define)]
     define: Vec<(String, String)>,
+    /// Take the listening sockets over from the rocketns serving with the same upgradeSocketPath, which
+    /// then drains and exits: an upgrade that refuses no connection.
+    #[arg(long = "take-over")]
+    take_over: bool,
 }
 
 fn parse_define(text: &str) -> Result<(String, String), String> {
@@ -43,24 +47,20 @@ fn parse_define(text: &str) -> Result<(String, String), String> {
 fn main() -> ExitCode {
     no_transparent_huge_pages();
     let cli = Cli::parse();
-    // Logs go to stderr, so that `-p` output stays clean on stdout.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    let config = match &cli.config_file {
-        Some(path) => match NamesrvConfig::load_file(path) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("rocketns: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        None => NamesrvConfig::default(),
+    // The config decides the log's format, so it is read before logging starts, and read again once
+    // logging runs for its warnings (unknown keys, doubtful values) to be seen.
+    let load = || match &cli.config_file {
+        Some(path) => NamesrvConfig::load_file(path),
+        None => Ok(NamesrvConfig::default()),
+    };
+    let json_log = matches!(load(), Ok(c) if c.log_format == "json");
+    init_logging(json_log);
+    let config = match load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rocketns: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     if let Err(e) = config.validate() {
         eprintln!("rocketns: {e}");
@@ -100,7 +100,12 @@ fn main() -> ExitCode {
         };
         let serialize_type = config.serialize_type.clone();
         let properties = ClientProperties::from_defines(&cli.define);
-        let server = match NameServer::bind_with(config, cli.config_file.clone(), properties).await {
+        let started = if cli.take_over {
+            NameServer::take_over(config, cli.config_file.clone(), properties).await
+        } else {
+            NameServer::bind_with(config, cli.config_file.clone(), properties).await
+        };
+        let server = match started {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("rocketns: {e}");
@@ -109,6 +114,9 @@ fn main() -> ExitCode {
         };
         let addr = server.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("The Name Server boot success. serializeType={}, address {addr}", serialize_type);
+        if let Some(metrics) = server.metrics_addr() {
+            tracing::info!("metrics, health and route dumps on http://{metrics}/metrics");
+        }
         match server.run(signals.recv()).await {
             Ok(()) => {
                 tracing::info!("The Name Server stopped");
@@ -120,6 +128,19 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+/// Logs go to stderr, so that `-p` output stays clean on stdout: as text, or with `logFormat=json` one
+/// JSON object a line (time, level, target, fields), for log shippers.
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    if json {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init();
+    }
 }
 
 /// Turns transparent huge pages off for this process (where the kernel's setting is `always`). The first

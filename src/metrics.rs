@@ -72,6 +72,8 @@ pub struct Metrics {
     /// Written at connect and close only, not per request.
     pub connections: AtomicI64,
     pub connections_total: AtomicU64,
+    /// Connections closed on accept because `serverMaxConnections` were open.
+    pub connections_refused: AtomicU64,
     /// Bytes of the large-frame budget held: by large frames being received, and until their requests have
     /// been processed.
     pub large_frame_bytes: AtomicI64,
@@ -83,6 +85,17 @@ pub struct Metrics {
     pub file_write_failures: FileWriteFailures,
     /// What the NameServer's own connections did (`outbound`).
     pub outbound: OutboundCounters,
+    /// The audit log's lines (`audit`).
+    pub audit: AuditCounters,
+}
+
+/// Audited requests, and audit lines lost.
+#[derive(Debug, Default)]
+pub struct AuditCounters {
+    pub succeeded: AtomicU64,
+    pub refused: AtomicU64,
+    /// Lines not written to `auditLogPath`: no room in its queue, or the write failed.
+    pub lost: AtomicU64,
 }
 
 /// 905 notices sent to brokers, and cluster-test lookups in the product environment.
@@ -155,11 +168,13 @@ impl Metrics {
             shards: (0..n.max(1)).map(|_| CachePadded::new(Shard::default())).collect(),
             connections: AtomicI64::new(0),
             connections_total: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
             large_frame_bytes: AtomicI64::new(0),
             large_frames_no_room: AtomicU64::new(0),
             large_frames_too_slow: AtomicU64::new(0),
             file_write_failures: FileWriteFailures::default(),
             outbound: OutboundCounters::default(),
+            audit: AuditCounters::default(),
         }
     }
 
@@ -243,9 +258,29 @@ impl Metrics {
                 ("busy", &o.product_busy),
             ],
         );
+        let a = &self.audit;
+        write_labelled_counter(
+            &mut out,
+            "rocketns_audit_events_total",
+            "Audited requests (state changes other than a broker's own registration), by outcome.",
+            "outcome",
+            &[("success", &a.succeeded), ("refused", &a.refused)],
+        );
         let connections_total = self.connections_total.load(Ordering::Relaxed);
         let connections = self.connections.load(Ordering::Relaxed);
-        let all_counters = [("rocketns_connections_total", "Connections accepted.", connections_total)];
+        let all_counters = [
+            ("rocketns_connections_total", "Connections accepted.", connections_total),
+            (
+                "rocketns_connections_refused_total",
+                "Connections closed as soon as accepted because serverMaxConnections were open.",
+                self.connections_refused.load(Ordering::Relaxed),
+            ),
+            (
+                "rocketns_audit_lines_lost_total",
+                "Audit lines not written to auditLogPath: no room in its queue, or the write failed.",
+                a.lost.load(Ordering::Relaxed),
+            ),
+        ];
         for (name, help, value) in all_counters.iter().chain(counters) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }

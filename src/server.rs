@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,7 @@ use crate::processor::route_config;
 use crate::route::{ConnId, RouteSnapshot, RouteWriter, route_table};
 use crate::state::ServerState;
 use crate::tls::{Accepted, TlsServer};
+use crate::upgrade::{Successor, UpgradeListener};
 
 /// Why the server stopped serving on its own, before it was asked to.
 #[derive(Debug, thiserror::Error)]
@@ -41,14 +43,32 @@ pub enum StartError {
     Acl(#[from] crate::acl::AclLoadError),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditOpenError),
+    #[error(transparent)]
+    Upgrade(#[from] crate::upgrade::UpgradeError),
 }
 
 pub struct NameServer {
     listener: TcpListener,
     tls: Option<Arc<TlsServer>>,
     metrics_listener: Option<TcpListener>,
+    /// The metrics socket again, to hand over in an upgrade (the HTTP server owns the listener).
+    metrics_socket: Option<OwnedFd>,
+    /// Where a successor asks for the sockets (`upgradeSocketPath`).
+    upgrade: Option<UpgradeListener>,
     state: ServerState,
     writer: RouteWriter,
+}
+
+/// How the accept loop ended.
+enum Stopped {
+    /// The shutdown future completed.
+    Asked,
+    /// A background task the routes depend on ended.
+    Failed(ServeError),
+    /// A successor took the sockets over.
+    HandedOver,
 }
 
 impl NameServer {
@@ -66,11 +86,6 @@ impl NameServer {
         config_file: Option<PathBuf>,
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
-        let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
-        let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
-        let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
-        let saved = if config.warm_restart { read_route_snapshot(&config.route_snapshot_file()) } else { None };
-        let (routes, writer) = route_table(initial, saved.as_deref(), capacity);
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
         let backlog = u32::try_from(config.server_socket_backlog).unwrap_or(1024).max(1);
         let listener = listen(&addr, backlog).await.map_err(|source| StartError::Listen { addr, source })?;
@@ -81,6 +96,50 @@ impl NameServer {
                 Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?)
             }
         };
+        Self::start(config, config_file, client_properties, listener, metrics_listener)
+    }
+
+    /// Like `bind_with`, but takes the listening sockets over from the rocketns process serving with the
+    /// same `upgradeSocketPath`, which then drains and exits (`upgrade`): no connection is refused. The KV
+    /// store and the route file are read once that process has handed over, so they are its last.
+    pub async fn take_over(
+        config: NamesrvConfig,
+        config_file: Option<PathBuf>,
+        client_properties: ClientProperties,
+    ) -> Result<Self, StartError> {
+        let path = config.upgrade_socket_path.clone();
+        let sockets = tokio::task::spawn_blocking(move || crate::upgrade::take_over(&path))
+            .await
+            .map_err(|e| crate::upgrade::UpgradeError::Exchange { path: String::new(), reason: e.to_string() })??;
+        let listen_failed = |source| StartError::Listen { addr: "the socket taken over".into(), source };
+        let listener = crate::upgrade::tcp_listener(sockets.remoting).map_err(listen_failed)?;
+        let metrics_listener = sockets.metrics.map(crate::upgrade::tcp_listener).transpose().map_err(listen_failed)?;
+        Self::start(config, config_file, client_properties, listener, metrics_listener)
+    }
+
+    fn start(
+        config: NamesrvConfig,
+        config_file: Option<PathBuf>,
+        client_properties: ClientProperties,
+        listener: TcpListener,
+        metrics_listener: Option<TcpListener>,
+    ) -> Result<Self, StartError> {
+        let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
+        let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
+        let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
+        let saved = if config.warm_restart { read_route_snapshot(&config.route_snapshot_file()) } else { None };
+        let (routes, writer) = route_table(initial, saved.as_deref(), capacity);
+        let metrics_socket = match &metrics_listener {
+            Some(l) => Some(l.as_fd().try_clone_to_owned().map_err(|source| StartError::Listen {
+                addr: format!("the metrics port {}", config.metrics_port),
+                source,
+            })?),
+            None => None,
+        };
+        let upgrade = match config.upgrade_socket_path.as_str() {
+            "" => None,
+            path => Some(UpgradeListener::bind(path)?),
+        };
         let tls = TlsServer::from_config(&config)?.map(Arc::new);
         let access_control = if config.acl_enable {
             let acl = AccessControl::load(&config.acl_credentials_path, config.acl_protect_reads)?;
@@ -90,12 +149,19 @@ impl NameServer {
             None
         };
         let product_env = config.cluster_test.then(|| config.product_env_name.clone());
+        let audit_log_path = config.audit_log_path.clone();
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
         let mut state = ServerState::new(routes, shared, kv, config_file);
         state.access_control = access_control;
+        state.audit = Arc::new(crate::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
         state.product_env =
             product_env.map(|name| Arc::new(ProductEnv::new(&name, &client_properties, state.metrics.clone())));
-        Ok(NameServer { listener, tls, metrics_listener, state, writer })
+        Ok(NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, state, writer })
+    }
+
+    /// The metrics port's address, when `metricsPort` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -117,7 +183,7 @@ impl NameServer {
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let NameServer { listener, tls, metrics_listener, state, mut writer } = self;
+        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, state, mut writer } = self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
         let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
             let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
@@ -141,10 +207,19 @@ impl NameServer {
         let mut connections = tokio::task::JoinSet::new();
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
-        let failure = loop {
+        let stopped = loop {
             let (stream, peer) = tokio::select! {
-                _ = &mut shutdown => break None,
-                failure = tasks.ended() => break Some(failure),
+                _ = &mut shutdown => break Stopped::Asked,
+                failure = tasks.ended() => break Stopped::Failed(failure),
+                successor = optional_successor(upgrade.as_ref()) => {
+                    match hand_over(successor, &state, &listener, metrics_socket.as_ref()).await {
+                        Ok(()) => break Stopped::HandedOver,
+                        Err(e) => {
+                            tracing::error!(error = %e, "the take-over failed, serving on");
+                            continue;
+                        }
+                    }
+                }
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
@@ -157,6 +232,7 @@ impl NameServer {
             };
             let limit = state.config.load().server_max_connections;
             if state.metrics.connections.load(Ordering::Relaxed).max(0) as u64 >= limit {
+                state.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%peer, limit, "connection limit reached, closing the new connection");
                 drop(stream);
                 continue;
@@ -172,18 +248,29 @@ impl NameServer {
             connections.spawn(async move {
                 // The whole slot moves into the task (a closure would capture only the field it assigns).
                 let mut slot = slot;
-                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, state, budget).await;
+                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, peer, state, budget).await;
                 tracing::debug!(conn = id, %peer, "connection closed");
             });
             reap_finished(&mut connections);
         };
         drop(listener);
         state.shutting_down.store(true, Ordering::Release);
-        if let Some(failure) = failure {
-            tracing::error!(error = %failure, "stopping: the routes can no longer be kept");
-            connections.shutdown().await;
-            tasks.abort();
-            return Err(failure);
+        match stopped {
+            Stopped::Failed(failure) => {
+                tracing::error!(error = %failure, "stopping: the routes can no longer be kept");
+                connections.shutdown().await;
+                tasks.abort();
+                return Err(failure);
+            }
+            Stopped::HandedOver => {
+                // The successor serves the metrics port and writes the route file from now on.
+                tasks.saver.abort();
+                if let Some(http) = &tasks.http {
+                    http.abort();
+                }
+                drop(metrics_socket);
+            }
+            Stopped::Asked => {}
         }
         let config = state.config.load_full();
         let grace = if config.enable_shutdown_gracefully {
@@ -197,8 +284,9 @@ impl NameServer {
         let _ = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
         // The saver writes the file a last time and returns; never cut short in the middle of a write.
         let _ = stop_saver.send(());
-        if let Err(e) = (&mut tasks.saver).await {
-            tracing::error!(error = %e, "the route snapshot saver failed at shutdown");
+        match (&mut tasks.saver).await {
+            Err(e) if !e.is_cancelled() => tracing::error!(error = %e, "the route snapshot saver failed at shutdown"),
+            _ => {}
         }
         connections.shutdown().await;
         tasks.abort();
@@ -238,6 +326,37 @@ impl Supervised {
             task.abort();
         }
     }
+}
+
+/// The next successor asking for the sockets; never, without `upgradeSocketPath`.
+async fn optional_successor(upgrade: Option<&UpgradeListener>) -> Successor {
+    match upgrade {
+        Some(upgrade) => upgrade.successor().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Hands the sockets over to a successor: from here on this process takes no change the successor would
+/// not see (audited requests are refused), writes the route file a last time (the successor reads it next),
+/// and sends the sockets. If that fails, it takes changes again and serves on.
+async fn hand_over(
+    successor: Successor,
+    state: &ServerState,
+    listener: &TcpListener,
+    metrics_socket: Option<&OwnedFd>,
+) -> std::io::Result<()> {
+    tracing::info!("a new process asks for the sockets: handing over");
+    state.handed_over.store(true, Ordering::Release);
+    let config = state.config.load_full();
+    if config.warm_restart {
+        housekeeping::save_routes(&state.routes, &config.route_snapshot_file(), &state.metrics).await;
+    }
+    let sent = successor.hand_over(listener.as_fd(), metrics_socket.map(|s| s.as_fd())).await;
+    match &sent {
+        Ok(()) => tracing::info!("sockets handed over; draining connections"),
+        Err(_) => state.handed_over.store(false, Ordering::Release),
+    }
+    sent
 }
 
 /// A task that may not run: never ends when it does not.
@@ -324,16 +443,18 @@ async fn serve_connection(
     stream: TcpStream,
     tls: Option<&TlsServer>,
     id: u64,
+    peer: SocketAddr,
     state: ServerState,
     budget: FrameBudget,
 ) -> bool {
+    let peer = Some(peer);
     let Some(tls) = tls else {
-        return Connection::new(stream, id, state, budget).run().await;
+        return Connection::new(stream, id, peer, state, budget).run().await;
     };
     let idle = state.config.load().channel_idle_timeout();
     match tls.accept(stream, idle).await {
-        Accepted::Plain(stream) => Connection::new(stream, id, state, budget).run().await,
-        Accepted::Tls(stream) => Connection::new(*stream, id, state, budget).run().await,
+        Accepted::Plain(stream) => Connection::new(stream, id, peer, state, budget).run().await,
+        Accepted::Tls(stream) => Connection::new(*stream, id, peer, state, budget).run().await,
         Accepted::Refused => false,
     }
 }

@@ -24,11 +24,15 @@ pub struct ServerState {
     pub(crate) config_update: Arc<tokio::sync::Mutex<()>>,
     /// Set when the server is stopping: newer clients are told to go away.
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once a successor took the sockets over (`upgrade`): the changes it would not see are refused.
+    pub handed_over: Arc<std::sync::atomic::AtomicBool>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Signature checks, when `aclEnable` is on.
     pub access_control: Option<Arc<crate::acl::AccessControl>>,
     /// The product environment's NameServer, in cluster-test mode (`clusterTest`).
     pub product_env: Option<Arc<crate::outbound::product_env::ProductEnv>>,
+    /// Where the audited requests go (`auditLogPath`); the ordinary log unless set.
+    pub audit: Arc<crate::audit::AuditLog>,
 }
 
 impl ServerState {
@@ -38,6 +42,7 @@ impl ServerState {
         kv: Arc<KvConfigStore>,
         config_file: Option<PathBuf>,
     ) -> Self {
+        let metrics: Arc<crate::metrics::Metrics> = Default::default();
         ServerState {
             routes,
             config,
@@ -46,9 +51,11 @@ impl ServerState {
             started: Instant::now(),
             config_update: Default::default(),
             shutting_down: Default::default(),
-            metrics: Default::default(),
+            handed_over: Default::default(),
+            metrics: metrics.clone(),
             access_control: None,
             product_env: None,
+            audit: Arc::new(crate::audit::AuditLog::to_log(metrics.clone())),
         }
     }
 

@@ -196,6 +196,14 @@ namesrv_config! {
     use_epoll_native_selector: bool = false => "useEpollNativeSelector",
     /// Port of the HTTP endpoint for metrics, health and route dumps (on `bindAddress`); 0 turns it off.
     metrics_port: u16 = 0 => "metricsPort",
+    /// The audit log of state-changing requests, as JSON lines appended to this file; empty logs them under
+    /// the target `rocketns::audit` instead (src/audit.rs).
+    audit_log_path: String = String::new() => "auditLogPath",
+    /// A Unix socket where the running server hands its listening sockets to a new process started with
+    /// `--take-over` (zero-downtime upgrade, src/upgrade.rs); empty turns upgrades off.
+    upgrade_socket_path: String = String::new() => "upgradeSocketPath",
+    /// The ordinary log's format: `text`, or `json` (one JSON object a line, for log shippers).
+    log_format: String = "text".into() => "logFormat",
     /// Warm restart: save the route tables periodically and at shutdown, and serve them at once on start.
     warm_restart: bool = true => "warmRestart",
     /// The route snapshot file of warm restart; empty means `routeSnapshot.json` beside `kvConfigPath`.
@@ -265,6 +273,13 @@ impl NamesrvConfig {
                 key: "tls.server.mode".into(),
                 value: self.tls_server_mode.clone(),
                 expected: "disabled, permissive or enforcing",
+            });
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(ConfigError::InvalidValue {
+                key: "logFormat".into(),
+                value: self.log_format.clone(),
+                expected: "text or json",
             });
         }
         if self.large_frame_buffer_bytes < self.frame_max_length {

@@ -15,10 +15,18 @@ use crate::remoting::{OutQueue, RemotingCommand};
 use crate::route::{ConnId, RouteConfig};
 use crate::state::ServerState;
 
+/// Who sent a request: its connection, and the address it came from (for the audit log).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub conn: ConnId,
+    pub addr: Option<std::net::SocketAddr>,
+}
+
 /// Answers one request: the reply goes into `out`, unless the request is oneway. Returns the reply's code.
-/// A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed.
-pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, conn: ConnId, out: &mut OutQueue) -> i32 {
-    let mut resp = match answer(state, req, conn, out).await {
+/// A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed. Requests that change state
+/// other than a broker's own registration are recorded in the audit log, answered or refused.
+pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, caller: Caller, out: &mut OutQueue) -> i32 {
+    let mut resp = match answer(state, req, caller.conn, out).await {
         Ok(Some(resp)) => resp,
         Ok(None) => return response::SUCCESS,
         Err(e) => {
@@ -27,7 +35,8 @@ pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, conn: Conn
         }
     };
     resp.opaque = req.opaque;
-    tracing::trace!(conn, code = resp.code, remark = ?resp.remark, "reply");
+    state.audit.record(caller.addr, req, &resp);
+    tracing::trace!(conn = caller.conn, code = resp.code, remark = ?resp.remark, "reply");
     if !req.is_oneway() {
         out.push(&resp);
     }
@@ -44,6 +53,10 @@ async fn answer(
     // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
     if req.version > version::V5_3_1 && state.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
         return Ok(Some(RemotingCommand::response(response::GO_AWAY, Some("please go away".into()))));
+    }
+    // After a take-over the new process has read the KV store and routes; a change here would be lost.
+    if state.handed_over.load(std::sync::atomic::Ordering::Acquire) && crate::audit::audited(req.code).is_some() {
+        return Err(RequestError::ShuttingDown);
     }
     if let Some(Err(denied)) = state.access_control.as_ref().map(|acl| acl.check(req)) {
         tracing::warn!(code = req.code, reason = %denied, "request refused by access control");

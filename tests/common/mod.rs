@@ -363,7 +363,8 @@ pub fn spawn_command_with_logs(
     let addr = loop {
         let line = lines.next().expect("a boot line").expect("read stderr");
         if let Some(rest) = line.split("The Name Server boot success. serializeType=JSON, address ").nth(1) {
-            break rest.trim().to_string();
+            // The address ends the text line, or the message of a JSON one (`logFormat=json`).
+            break rest.chars().take_while(|c| c.is_ascii_alphanumeric() || ".:[]".contains(*c)).collect();
         }
     };
     // Keep draining the logs so that the server never blocks on a full pipe.

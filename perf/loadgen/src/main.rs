@@ -7,7 +7,9 @@
 //!   (`--big-brokers`: brokers of 100,000 topics changing the table meanwhile, `big.rs`);
 //! - `echo`: the yardstick, answering every frame with a real route reply's bytes and the request's opaque (plain, or
 //!   `--rocketns-shaped`);
-//! - `startup`: runs a server command and measures the time from start to its first answer.
+//! - `startup`: runs a server command and measures the time from start to its first answer;
+//! - `fleet`: brokers and short- and long-lived clients that must see no failure while the server behind the
+//!   address is upgraded (`fleet.rs`).
 //!
 //! See perf/README.md for how the comparison uses them.
 
@@ -16,6 +18,7 @@
 mod big;
 mod driver;
 mod echo;
+mod fleet;
 mod wire;
 
 use std::sync::Arc;
@@ -41,6 +44,7 @@ enum Command {
     Run(RunArgs),
     Echo(EchoArgs),
     Startup(StartupArgs),
+    Fleet(fleet::FleetArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -207,6 +211,7 @@ fn main() {
         Command::Run(args) => runtime(args.threads).block_on(run(args)),
         Command::Echo(args) => runtime(args.threads).block_on(echo_server(args)),
         Command::Startup(args) => runtime(1).block_on(startup(args)),
+        Command::Fleet(args) => runtime(1).block_on(fleet::fleet(args)),
     };
     std::process::exit(code);
 }
