@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Every test of rocketns, as CI runs them, in stages: formatting, lints, the README's first command (as
 # `cargo run -- -p`, so that it cannot break unseen), unit and wire tests (cargo test, benches built and run
-# once in test mode, rocketns against the recorded replies of the Java NameServer), a few seconds of each
-# fuzz target (tests/fuzz-smoke.sh), real third-party RocketMQ software against rocketns
-# (tests/interop/run.sh), the live Java NameServer against its recorded replies (tests/java/reference.sh),
-# Java brokers and mqadmin with rocketns beside the Java NameServer (tests/java/side-by-side.sh), Java and Go
-# clients through brokers found via rocketns (tests/java/clients.sh), a 5.x acting-master pair and 905 notices
-# (tests/java/acting-master.sh), signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode
-# beside the Java NameServer 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy
-# (tests/java/proxy.sh) and generated request sequences against the Java NameServer in lockstep
-# (tests/java/difftest.sh); the last nine need root. Each stage's result is printed as it ends; the last line counts the stages:
-# `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are named. The
-# first run on a fresh machine installs cargo-fuzz, the rocketmq-rust broker and the Java RocketMQ jars, and
-# builds the interop client (README, "Before you start").
+# once in test mode, rocketns against the recorded replies of the Java NameServer), the operators' kit
+# (tests/ops: the Debian package and its systemd unit installed and run, the Prometheus rules and Grafana
+# dashboard against a real Prometheus, upgrades under a client fleet), a few seconds of each fuzz target
+# (tests/fuzz-smoke.sh), real third-party RocketMQ software against rocketns (tests/interop/run.sh), the live
+# Java NameServer against its recorded replies (tests/java/reference.sh), Java brokers and mqadmin with
+# rocketns beside the Java NameServer (tests/java/side-by-side.sh), Java and Go clients through brokers found
+# via rocketns (tests/java/clients.sh), a 5.x acting-master pair and 905 notices (tests/java/acting-master.sh),
+# signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode beside the Java NameServer
+# 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy (tests/java/proxy.sh) and
+# generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh); the ops,
+# interop and Java stages need root. Each stage's result is printed as it ends; the last line counts the
+# stages: `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are
+# named. The first run on a fresh machine installs cargo-deb, Debian's prometheus, the rocketmq-rust broker
+# and the Java RocketMQ jars, and builds the fuzz targets and the interop client (README, "Before you start").
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Test servers keep their KV files in temporary folders that outlive each test (restarts read them back):
@@ -21,13 +23,16 @@ scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 
-stages=(fmt clippy readme-run test fuzz interop java-reference java-side-by-side java-clients java-acting-master
+stages=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side java-clients java-acting-master
     java-signing java-cluster-test java-proxy java-difftest)
 declare -A what=(
     [fmt]="cargo fmt --check"
     [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
     [readme-run]="the README's first command, as cargo run -- -p"
     [test]="cargo test: unit, wire and real-binary tests"
+    [ops-package]="the Debian package: built, systemd-analyze verify, dpkg -i, the unit's command served, removed"
+    [ops-prometheus]="promtool on the alerting rules; a real Prometheus runs every rule and dashboard expression"
+    [ops-upgrade]="a client fleet across two rocketns --take-over upgrades: nothing refused or unanswered"
     [fuzz]="a few seconds of each fuzz target"
     [interop]="the rocketmq-rust broker and client against rocketns"
     [java-reference]="the Java NameServer 5.3.3 answers the corpus as recorded (and 5.5.0 is compared)"
@@ -46,6 +51,9 @@ run_stage() {
         clippy) cargo clippy --all-targets --quiet -- -D warnings && cargo clippy -p rocketns --lib --quiet -- -D warnings ;;
         readme-run) cargo run --quiet -- -p > "$scratch/printed-config" && grep -q '^listenPort=9876$' "$scratch/printed-config" ;;
         test) cargo test --all-targets 2>&1 | tee "$scratch/cargo-test.log" ;;
+        ops-package) bash tests/ops/package.sh ;;
+        ops-prometheus) bash tests/ops/prometheus.sh ;;
+        ops-upgrade) bash tests/ops/upgrade.sh ;;
         fuzz) bash tests/fuzz-smoke.sh ;;
         interop) bash tests/interop/run.sh ;;
         java-reference) bash tests/java/reference.sh ;;
