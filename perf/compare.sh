@@ -4,8 +4,13 @@
 # NameServer (crates.io rocketmq-namesrv 1.0.0) and the Java NameServer 5.3.3 (the server users replace; jars from tests/java/fetch.sh, run with
 # the JVM options of its shipped bin/runserver.sh) under the same loads, on this machine, in one go; then
 # each server's start-to-first-answer. Prints a markdown table and writes it, with the raw JSON lines, to
-# perf/results/. Runs inside a private network namespace with only loopback (the rocketmq-rust NameServer
-# dials the machine's interface address every 30 s); needs root.
+# perf/out/latest.md and latest.jsonl (not tracked); `UPDATE=1` writes the committed perf/results/ instead.
+# Runs inside a private network namespace with only loopback (the rocketmq-rust NameServer dials the
+# machine's interface address every 30 s); needs root.
+#
+# Installs, when missing: the rocketmq-rust NameServer (crates.io `rocketmq-namesrv` 1.0.0, `cargo install`
+# into ~/.cargo/bin, several minutes), the Java NameServer 5.3.3's jars (Maven Central, through
+# tests/java/fetch.sh into ~/.cache/rocketns-interop/java); SERVERS without them installs neither.
 #
 #   perf/compare.sh                 # every scenario, 10 s each
 #   DURATION=3 perf/compare.sh      # shorter
@@ -29,7 +34,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
-OUT=${OUT:-$ROOT/perf/results}
+if [ -n "${UPDATE:-}" ]; then OUT=$ROOT/perf/results; else OUT=${OUT:-$ROOT/perf/out}; fi
 DURATION=${DURATION:-10}
 SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k c1000 c10000 storm bigchurn"}
 SCENARIOS=${SCENARIOS//bigchurn/bigchurn-quiet bigchurn-same bigchurn-bump bigchurn-join}

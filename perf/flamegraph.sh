@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Profiles a server under the load generator and writes flamegraphs/<scenario>.svg:
+# Profiles a server under the load generator and writes perf/out/flamegraphs/<scenario>.svg and
+# <scenario>.top.txt (not tracked; `UPDATE=1` writes the committed flamegraphs/ instead):
 #   lookup: rocketns, 4 brokers x 1000 topics, 4 connections x 16 requests in flight (Java headers);
 #   echo:   the plain echo (the yardstick) under the same load, to set beside lookup;
 #   lookup-go: rocketns under the same load with the Go client's headers;
@@ -7,7 +8,8 @@
 #   churn:  rocketns under the lookup load while every broker re-registers with a new DataVersion every 100 ms;
 #   bigchurn: rocketns, 64 connections x 1 lookup in flight while two brokers of 100,000 topics take turns
 #           leaving and joining every 3 s (perf/compare.sh's bigchurn `join` case, the heaviest for the writer).
-# Uses perf (cpu-clock sampling, frame pointers) and inferno; installs either if missing.
+# Uses perf (cpu-clock sampling, frame pointers) and inferno. Installs, when missing: Debian's linux-perf
+# (apt-get) and inferno (crates.io, `cargo install inferno` into ~/.cargo/bin, about two minutes).
 #   perf/flamegraph.sh [lookup|echo|lookup-go|c1000|churn|bigchurn ...]      DURATION=10 by default;
 #   KEEP=1 keeps the work folder (perf.data, folded stacks, per-thread folded stacks).
 set -euo pipefail
@@ -17,11 +19,15 @@ DURATION=${DURATION:-10}
 SCENARIOS=${*:-lookup echo lookup-go c1000 churn bigchurn}
 GEN_CPUS=${GEN_CPUS:-0}
 SERVER_CPUS=${SERVER_CPUS:-1}
+if [ -n "${UPDATE:-}" ]; then OUT=$ROOT/flamegraphs; else OUT=${OUT:-$ROOT/perf/out/flamegraphs}; fi
+mkdir -p "$OUT"
 
 if ! command -v perf > /dev/null; then
+    echo "flamegraph: installing Debian's linux-perf"
     apt-get update -qq && apt-get install -y -qq linux-perf
 fi
 if ! command -v inferno-flamegraph > /dev/null; then
+    echo "flamegraph: installing inferno from crates.io (cargo install)"
     cargo install inferno --locked
 fi
 # Frame pointers make perf's call graphs cheap and complete; a separate target dir keeps the normal build.
@@ -63,12 +69,12 @@ for scenario in $SCENARIOS; do
     grep -v '^{' "$work/load.log" || true
     perf script -i "$work/perf.data" 2> /dev/null | inferno-collapse-perf > "$work/folded"
     inferno-flamegraph --title "$server: $scenario ($(tail -n 1 "$work/load.log" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%d req/s, p99 %d us, %.2f us of server CPU a request" % (r["rps"], r["p99_us"], r.get("server_cpu_us_per_req", 0)))'))" \
-        < "$work/folded" > "$ROOT/flamegraphs/$scenario.svg"
-    echo "wrote flamegraphs/$scenario.svg"
+        < "$work/folded" > "$OUT/$scenario.svg"
+    echo "wrote $OUT/$scenario.svg"
     # Where the samples end (self time), heaviest first.
     awk '{n = $NF; $NF = ""; k = split($0, f, ";"); leaf[f[k]] += n; total += n}
          END {for (l in leaf) printf "%5.1f%%  %s\n", 100 * leaf[l] / total, l}' "$work/folded" \
-        | sort -rn | awk "NR <= 15" | tee "$ROOT/flamegraphs/$scenario.top.txt"
+        | sort -rn | awk "NR <= 15" | tee "$OUT/$scenario.top.txt"
     # Where the samples were taken: tokio's worker threads (which answer lookups) or the others (the blocking
     # pool: the route writer's batches, registration bodies, large-frame buffers, file writes). A thread is a
     # worker when any of its stacks passes through the loop of a tokio worker (libc's frames break many stacks).
@@ -78,5 +84,5 @@ for scenario in $SCENARIOS; do
               if ($0 ~ /RouteBuilder|RouteWriter|register_body|miniz|inflate/) route[NR] = 1}
          END {for (i = 1; i <= NR; i++) if (tid[i] in worker) {s += w[i]; if (i in route) r += w[i]}
               printf "threads: runtime workers %.1f%% (route writing and body decoding %.1f%%), other threads (blocking pool) %.1f%%\n",
-              100 * s / t, 100 * r / t, 100 * (t - s) / t}' "$work/tid.folded" | tee -a "$ROOT/flamegraphs/$scenario.top.txt"
+              100 * s / t, 100 * r / t, 100 * (t - s) / t}' "$work/tid.folded" | tee -a "$OUT/$scenario.top.txt"
 done

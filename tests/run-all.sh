@@ -11,8 +11,8 @@
 # signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode beside the Java NameServer
 # 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy (tests/java/proxy.sh) and
 # generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh); the ops,
-# interop and Java stages need root. Each stage's result is printed as it ends; the last line counts the
-# stages: `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are
+# interop and Java stages need root. Each stage's checks and result are printed as it ends (its whole output
+# is in target/test-logs/STAGE.log); the last line counts the stages: `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are
 # named. The first run on a fresh machine installs cargo-deb, Debian's prometheus, the rocketmq-rust broker
 # and the Java RocketMQ jars, and builds the fuzz targets and the interop client (README, "Before you start").
 set -uo pipefail
@@ -22,9 +22,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
+# Each stage's whole output (third-party programs' logging, build progress) goes to its log here; the
+# terminal shows its checks and counts, and the end of its log when it fails.
+logs=target/test-logs
+mkdir -p "$logs"
+shown='^(PASS|FAIL|WARN|INFO)|^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
 
 stages=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side java-clients java-acting-master
     java-signing java-cluster-test java-proxy java-difftest)
+# STAGES="fmt ops-upgrade" runs only those.
+if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
 declare -A what=(
     [fmt]="cargo fmt --check"
     [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
@@ -50,7 +57,7 @@ run_stage() {
         fmt) cargo fmt --all -- --check ;;
         clippy) cargo clippy --all-targets --quiet -- -D warnings && cargo clippy -p rocketns --lib --quiet -- -D warnings ;;
         readme-run) cargo run --quiet -- -p > "$scratch/printed-config" && grep -q '^listenPort=9876$' "$scratch/printed-config" ;;
-        test) cargo test --all-targets 2>&1 | tee "$scratch/cargo-test.log" ;;
+        test) cargo test --all-targets ;;
         ops-package) bash tests/ops/package.sh ;;
         ops-prometheus) bash tests/ops/prometheus.sh ;;
         ops-upgrade) bash tests/ops/upgrade.sh ;;
@@ -63,16 +70,16 @@ run_stage() {
         java-signing) bash tests/java/signing.sh ;;
         java-cluster-test) bash tests/java/cluster-test.sh ;;
         java-proxy) bash tests/java/proxy.sh ;;
-        java-difftest) bash tests/java/difftest.sh 2>&1 | tee "$scratch/difftest.log" ;;
+        java-difftest) bash tests/java/difftest.sh ;;
     esac
 }
 
 # What a stage counted, for the summary.
 detail() {
     case $1 in
-        java-difftest) grep -hE '^difftest: [0-9]+ sequences' "$scratch/difftest.log" 2>/dev/null | sed 's/^difftest: //' ;;
+        java-difftest) grep -hE '^difftest: [0-9]+ sequences' "$logs/java-difftest.log" 2>/dev/null | sed 's/^difftest: //' ;;
         test) awk '/^test result:/ {p += $4; f += $6} END {if (p + f) printf "%d tests passed, %d failed", p, f}' \
-            "$scratch/cargo-test.log" 2>/dev/null ;;
+            "$logs/test.log" 2>/dev/null ;;
     esac
 }
 
@@ -86,12 +93,15 @@ for stage in "${stages[@]}"; do
     fi
     echo "== $stage: ${what[$stage]}"
     started=$SECONDS
-    if run_stage "$stage"; then
+    run_stage "$stage" 2>&1 | tee "$logs/$stage.log" | { grep --line-buffered -E "$shown" || true; }
+    if [ "${PIPESTATUS[0]}" = 0 ]; then
         result[$stage]=PASS
         passed=$((passed + 1))
     else
         result[$stage]=FAIL
         failed=$((failed + 1))
+        echo "-- the end of $logs/$stage.log:"
+        tail -n 60 "$logs/$stage.log"
     fi
     took[$stage]=$((SECONDS - started))
     echo "== $stage: ${result[$stage]} in ${took[$stage]} s"
@@ -105,5 +115,6 @@ for stage in "${stages[@]}"; do
         *) printf '%s  %-18s %4d s  %s\n' "${result[$stage]}" "$stage" "${took[$stage]}" "$(detail "$stage")" ;;
     esac
 done
+echo "each stage's whole output: $logs/STAGE.log"
 echo "stages: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

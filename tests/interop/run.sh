@@ -8,8 +8,8 @@
 # it is frozen (SIGSTOP) and routes it again once it resumes, and checks that rocketns drops the broker's
 # routes once the broker stops.
 #
-# The third-party binaries dial the machine's own interface address, so everything runs inside a private
-# network namespace that has only loopback (see ../shared/interop.md). Needs root (CI runs as root).
+# The third-party binaries dial the machine's own interface address (with no setting to stop them), so
+# everything runs inside a private network namespace that has only loopback. Needs root (CI runs as root).
 # Installs what it needs from crates.io, skipping what is already installed at the right version.
 # The run's files (logs, the broker's store) live on a tmpfs in a private mount namespace: the broker refuses
 # writes when the disk under its store is over 75% full, which a shared build machine can be, and nothing is

@@ -16,9 +16,15 @@ if [ "$(cat "$cache/.complete" 2> /dev/null)" != "$pom_sum" ]; then
     fi
     echo "java: fetching RocketMQ $version with Maven" >&2
     rm -rf "$cache" && mkdir -p "$cache"
-    mvn -B -q -f "$here/pom-$version.xml" \
+    # Maven's output (colour codes even in batch mode) goes to a log beside the jars, shown on a failure.
+    log=$cache.maven.log
+    if ! mvn -B -q -Dstyle.color=never -f "$here/pom-$version.xml" \
         org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory="$cache" >&2
+        -DincludeScope=runtime -DoutputDirectory="$cache" > "$log" 2>&1; then
+        echo "java: Maven failed; its log ($log):" >&2
+        tail -n 40 "$log" >&2
+        exit 1
+    fi
     echo "$pom_sum" > "$cache/.complete"
 fi
 echo "$cache"

@@ -62,7 +62,7 @@ systemd-analyze verify "$unit" > "$work/verify.log" 2>&1
 ok=$?
 verdict $ok "systemd-analyze verify $unit$([ -s "$work/verify.log" ] && echo ": $(head -c 300 "$work/verify.log")")"
 exposure=$(systemd-analyze security --offline=true "$unit" 2> /dev/null | tail -n 1)
-echo "package: systemd-analyze security of the unit: ${exposure:-not available}"
+echo "INFO: systemd-analyze security of the unit: ${exposure:-not available}"
 
 # The unit's own lines, as systemd would use them.
 unit_value() { sed -n "s/^$1=//p" "$unit" | tail -n 1; }

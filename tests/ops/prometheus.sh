@@ -6,6 +6,9 @@
 # API (tests/ops/expressions.py). Needs root: the live part runs in a loopback-only network namespace with
 # its files on a tmpfs. Installs Debian's `prometheus` (Prometheus 2.42 with promtool) when promtool is
 # missing. Prints PASS/FAIL per check and `prometheus: N passed, N failed`; INTEROP_KEEP=DIR keeps the logs.
+# DURATION=S: seconds of load (15). SCREENSHOT=FILE.png: at the end, Prometheus's graphs of the main
+# expressions rendered by headless Chromium (Debian's `chromium`, not installed by this script) into FILE
+# (deploy/grafana/prometheus-graphs.png was made with DURATION=90).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export ROOT
@@ -49,7 +52,7 @@ wait_port 19090 || { echo "prometheus did not start"; tail "$work/prometheus.log
 # Load: brokers re-registering, route lookups; and what the quieter series need to exist at all: an
 # audited change and a refused one, a registration with a bad CRC, a heartbeat, an unregistration.
 "$ROOT/target/debug/rocketns-loadgen" run --addr 127.0.0.1:19876 --brokers 4 --topics 200 --connections 4 \
-    --in-flight 4 --duration 15 --warmup 0 --churn bump --churn-interval-ms 500 > "$work/loadgen.log" 2>&1 &
+    --in-flight 4 --duration "${DURATION:-15}" --warmup 0 --churn bump --churn-interval-ms 500 > "$work/loadgen.log" 2>&1 &
 load=$!
 python3 - 127.0.0.1:19876 << 'PY'
 import sys
@@ -80,6 +83,22 @@ python3 "$ROOT/tests/ops/expressions.py" http://127.0.0.1:19090 "$rules" "$ROOT/
 ok=$?
 verdict $ok "every rule and dashboard expression returns data from a real Prometheus: $(tail -n 1 "$work/expressions.log")"
 [ $ok = 0 ] && [ -z "${SHOW:-}" ] || grep -v '^ok ' "$work/expressions.log"
+
+if [ -n "${SCREENSHOT:-}" ]; then
+    graphs=""
+    i=0
+    for expr in 'sum by (code) (rate(rocketns_requests_total[15s]))' \
+        'histogram_quantile(0.99, sum by (le) (rate(rocketns_lookup_latency_seconds_bucket[15s])))' \
+        'rocketns_connections' 'rate(rocketns_registrations_total[15s])' \
+        'rate(rocketns_snapshot_publishes_total[15s])' 'rocketns_topics'; do
+        graphs="$graphs&g$i.expr=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$expr")&g$i.tab=0&g$i.range_input=2m"
+        i=$((i + 1))
+    done
+    chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,4200 \
+        --virtual-time-budget=20000 --screenshot="$SCREENSHOT" "http://127.0.0.1:19090/graph?${graphs#&}" \
+        > "$work/chromium.log" 2>&1
+    verdict $? "Prometheus's graphs rendered into $SCREENSHOT"
+fi
 
 echo "prometheus: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -68,7 +68,7 @@ wait "$old"
 RUST_LOG=info "$bin/rocketns" -c "$conf" > "$work/restart-2.log" 2>&1 &
 pids+=($!)
 wait "$fleet"
-echo "upgrade: for comparison, a plain restart (SIGTERM, then start) under the same fleet: $(cat "$work/restart-fleet.json")"
+echo "INFO: for comparison, a plain restart (SIGTERM, then start) under the same fleet: $(cat "$work/restart-fleet.json")"
 
 echo "upgrade: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -23,6 +23,8 @@ use crate::{encode, read_reply};
 
 const GO_AWAY: i32 = 1500;
 const TOPIC_NOT_EXIST: i32 = 17;
+/// Failures of each kind shown on stderr; the rest are counted only.
+const SHOWN: u64 = 5;
 /// The longest a request waits for its reply before it counts as unanswered.
 const REPLY_WAIT: Duration = Duration::from_secs(5);
 
@@ -105,8 +107,11 @@ impl Client {
                         self.stream = Some(s);
                     }
                     Err(e) => {
-                        Counts::add(&self.counts.refused);
-                        eprintln!("fleet: connection to {} failed: {e}", self.addr);
+                        if self.counts.refused.fetch_add(1, Ordering::Relaxed) < SHOWN {
+                            eprintln!("fleet: connection to {} failed: {e}", self.addr);
+                        }
+                        // As a client's reconnect timer: no busy loop against a closed port.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                         return None;
                     }
                 }
@@ -119,8 +124,9 @@ impl Client {
                 }
                 Asked::Unanswered(why) => {
                     Counts::add(&self.counts.requests);
-                    Counts::add(&self.counts.unanswered);
-                    eprintln!("fleet: a request was not answered: {why}");
+                    if self.counts.unanswered.fetch_add(1, Ordering::Relaxed) < SHOWN {
+                        eprintln!("fleet: a request was not answered: {why}");
+                    }
                     self.stream = None;
                     return None;
                 }
