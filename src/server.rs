@@ -22,7 +22,7 @@ use crate::processor::route_config;
 use crate::route::{ConnId, RouteSnapshot, RouteWriter, route_table};
 use crate::state::ServerState;
 use crate::tls::{Accepted, TlsServer};
-use crate::upgrade::{Successor, UpgradeListener};
+use crate::upgrade::{HandedOver, Predecessor, UpgradeListener};
 
 /// Why the server stopped serving on its own, before it was asked to.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,8 @@ pub struct NameServer {
     metrics_socket: Option<OwnedFd>,
     /// Where a successor asks for the sockets (`upgradeSocketPath`).
     upgrade: Option<UpgradeListener>,
+    /// The process the sockets were taken over from, told once this one serves (`run`).
+    predecessor: Option<Predecessor>,
     state: ServerState,
     writer: RouteWriter,
 }
@@ -107,14 +109,10 @@ impl NameServer {
         config_file: Option<PathBuf>,
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
-        let path = config.upgrade_socket_path.clone();
-        let sockets = tokio::task::spawn_blocking(move || crate::upgrade::take_over(&path))
-            .await
-            .map_err(|e| crate::upgrade::UpgradeError::Exchange { path: String::new(), reason: e.to_string() })??;
-        let listen_failed = |source| StartError::Listen { addr: "the socket taken over".into(), source };
-        let listener = crate::upgrade::tcp_listener(sockets.remoting).map_err(listen_failed)?;
-        let metrics_listener = sockets.metrics.map(crate::upgrade::tcp_listener).transpose().map_err(listen_failed)?;
-        Self::start(config, config_file, client_properties, listener, metrics_listener)
+        let taken = crate::upgrade::take_over(&config.upgrade_socket_path).await?;
+        let mut server = Self::start(config, config_file, client_properties, taken.remoting, taken.metrics)?;
+        server.predecessor = Some(taken.predecessor);
+        Ok(server)
     }
 
     fn start(
@@ -136,10 +134,6 @@ impl NameServer {
             })?),
             None => None,
         };
-        let upgrade = match config.upgrade_socket_path.as_str() {
-            "" => None,
-            path => Some(UpgradeListener::bind(path)?),
-        };
         let tls = TlsServer::from_config(&config)?.map(Arc::new);
         let access_control = if config.acl_enable {
             let acl = AccessControl::load(&config.acl_credentials_path, config.acl_protect_reads)?;
@@ -156,7 +150,13 @@ impl NameServer {
         state.audit = Arc::new(crate::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
         state.product_env =
             product_env.map(|name| Arc::new(ProductEnv::new(&name, &client_properties, state.metrics.clone())));
-        Ok(NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, state, writer })
+        // Last: it replaces the socket file of a process being taken over, which must stay reachable for
+        // another try if this start fails.
+        let upgrade = match state.config.load().upgrade_socket_path.as_str() {
+            "" => None,
+            path => Some(UpgradeListener::bind(path)?),
+        };
+        Ok(NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor: None, state, writer })
     }
 
     /// The metrics port's address, when `metricsPort` is set.
@@ -183,7 +183,8 @@ impl NameServer {
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, state, mut writer } = self;
+        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor, state, mut writer } =
+            self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
         let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
             let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
@@ -207,19 +208,33 @@ impl NameServer {
         let mut connections = tokio::task::JoinSet::new();
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
+        if let Some(predecessor) = predecessor
+            && let Err(e) = predecessor.serving()
+        {
+            tracing::warn!(error = %e, "could not tell the process taken over from that this one serves");
+        }
+        // A successor that has the sockets and is starting.
+        let mut handed: Option<std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>> = None;
         let stopped = loop {
             let (stream, peer) = tokio::select! {
                 _ = &mut shutdown => break Stopped::Asked,
                 failure = tasks.ended() => break Stopped::Failed(failure),
-                successor = optional_successor(upgrade.as_ref()) => {
-                    match hand_over(successor, &state, &listener, metrics_socket.as_ref()).await {
-                        Ok(()) => break Stopped::HandedOver,
-                        Err(e) => {
-                            tracing::error!(error = %e, "the take-over failed, serving on");
-                            continue;
-                        }
+                successor = crate::upgrade::next_successor(upgrade.as_ref()), if handed.is_none() => {
+                    match crate::upgrade::hand_over(successor, &state, &listener, metrics_socket.as_ref()).await {
+                        Ok(successor) => handed = Some(Box::pin(HandedOver::serving(successor))),
+                        Err(e) => tracing::error!(error = %e, "the take-over failed, serving on"),
                     }
+                    continue;
                 }
+                serving = optional(&mut handed) => match serving {
+                    Ok(()) => break Stopped::HandedOver,
+                    Err(e) => {
+                        handed = None;
+                        crate::upgrade::resume(&state);
+                        tracing::error!(error = %e, "the new process did not start, serving on");
+                        continue;
+                    }
+                },
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
@@ -328,39 +343,8 @@ impl Supervised {
     }
 }
 
-/// The next successor asking for the sockets; never, without `upgradeSocketPath`.
-async fn optional_successor(upgrade: Option<&UpgradeListener>) -> Successor {
-    match upgrade {
-        Some(upgrade) => upgrade.successor().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Hands the sockets over to a successor: from here on this process takes no change the successor would
-/// not see (audited requests are refused), writes the route file a last time (the successor reads it next),
-/// and sends the sockets. If that fails, it takes changes again and serves on.
-async fn hand_over(
-    successor: Successor,
-    state: &ServerState,
-    listener: &TcpListener,
-    metrics_socket: Option<&OwnedFd>,
-) -> std::io::Result<()> {
-    tracing::info!("a new process asks for the sockets: handing over");
-    state.handed_over.store(true, Ordering::Release);
-    let config = state.config.load_full();
-    if config.warm_restart {
-        housekeeping::save_routes(&state.routes, &config.route_snapshot_file(), &state.metrics).await;
-    }
-    let sent = successor.hand_over(listener.as_fd(), metrics_socket.map(|s| s.as_fd())).await;
-    match &sent {
-        Ok(()) => tracing::info!("sockets handed over; draining connections"),
-        Err(_) => state.handed_over.store(false, Ordering::Release),
-    }
-    sent
-}
-
-/// A task that may not run: never ends when it does not.
-async fn optional(task: &mut Option<JoinHandle<()>>) -> Result<(), tokio::task::JoinError> {
+/// A task or future that may not be there: never ends when it is not.
+async fn optional<F: Future + Unpin>(task: &mut Option<F>) -> F::Output {
     match task {
         Some(task) => task.await,
         None => std::future::pending().await,
