@@ -31,7 +31,8 @@ normalize() {
     normalize_mqadmin '/^(rocketmqHome|kvConfigPath|configStorePath|listenPort|bindAddress) *=/d' \
         '/^(aclCredentialsPath|aclEnable|aclProtectReads|frameMaxLength|largeFrameBufferBytes) *=/d' \
         '/^(largeFrameTimeoutMillis|metricsPort|routeSnapshotIntervalSeconds|routeSnapshotPath) *=/d' \
-        '/^(serializeType|serverMaxConnections|tls\.server\.[a-zA-Z]+|warmRestart) *=/d'
+        '/^(serializeType|serverMaxConnections|tls\.server\.[a-zA-Z]+|warmRestart) *=/d' \
+        '/^(auditLogPath|logFormat|upgradeSocketPath) *=/d'
 }
 
 # same WHAT ARGS...: runs `mqadmin ARGS -n NS` against each NameServer and compares the outputs.
