@@ -10,6 +10,7 @@
 //! changes themselves (KV, config) are fsynced by their own stores before SUCCESS.
 
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -72,7 +73,13 @@ impl AuditLog {
             return Ok(AuditLog::to_log(metrics));
         }
         let failed = |source| AuditOpenError { path: path.to_string(), source };
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(failed)?;
+        // KV values and config updates are in it: not for every local user (SECURITY.md).
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .open(path)
+            .map_err(failed)?;
         let (sender, lines) = std::sync::mpsc::sync_channel(QUEUE);
         let (path, counters) = (PathBuf::from(path), metrics.clone());
         std::thread::Builder::new()

@@ -60,7 +60,10 @@ impl UpgradeListener {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
             _ => {}
         }
-        Ok(UpgradeListener { listener: UnixListener::bind(path).map_err(failed)? })
+        let listener = UnixListener::bind(path).map_err(failed)?;
+        // Whoever may connect may take the port over: the owner alone (SECURITY.md).
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).map_err(failed)?;
+        Ok(UpgradeListener { listener })
     }
 
     /// Waits for a successor that asks for the sockets (anything else that connects is hung up on).

@@ -44,6 +44,9 @@ fn a_new_process_takes_the_port_routes_and_kv_over() {
     let file = properties_file(dir.path(), port, &format!("upgradeSocketPath={}\n", socket.display()));
     let (old, addr, _) = spawn_binary_with_logs(&file);
     let mut old = Running(old);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&socket).expect("the upgrade socket").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "only its owner may take the port over");
     let mut broker = std::net::TcpStream::connect(&addr).expect("connect");
     let b = Broker::new("DefaultCluster", "broker-a", 0, "127.0.0.1:10911");
     let registration = register_request(&b, dv(1), &[("T", 8, 6), ("U", 8, 6)]);

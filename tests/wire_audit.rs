@@ -69,6 +69,8 @@ async fn each_audited_request_gives_one_line_with_its_fields() {
         assert_eq!(c.request(req).await.code, code);
     }
     let lines = audit_lines(&path, n).await;
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&path).expect("audit file").permissions().mode() & 0o777, 0o640);
     let names: Vec<&str> = lines.iter().map(|l| l["request"].as_str().expect("request name")).collect();
     assert_eq!(
         names,
