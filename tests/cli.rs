@@ -84,14 +84,7 @@ fn serve_and_stop(signal: &str) {
     let code = child.wait().expect("wait");
     assert!(code.success(), "clean exit on SIG{signal}: {code:?}");
     // The log reader may still be taking the last lines.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let shutdown = loop {
-        if let Some(line) = logs.lock().unwrap().iter().find(|l| l.contains("shutting down")) {
-            break line.clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "no shutdown line in {:?}", logs.lock().unwrap());
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let shutdown = common::log_line(&logs, "shutting down", Duration::from_secs(10));
     assert!(shutdown.contains("connections=0"), "{shutdown}");
     assert!(!dir.path().join("routeSnapshot.json").exists(), "no routes, no route file");
 }

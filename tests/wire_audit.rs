@@ -148,15 +148,7 @@ fn json_log_carries_the_audit_lines() {
     let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
     let put = request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]);
     assert_eq!(blocking_request(&mut stream, &put).map(|r| r.code), Some(0));
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let audit = loop {
-        let found = logs.lock().expect("logs").iter().find(|l| l.contains("rocketns::audit")).cloned();
-        if let Some(line) = found {
-            break line;
-        }
-        assert!(std::time::Instant::now() < deadline, "no audit line in {:?}", logs.lock().expect("logs"));
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let audit = log_line(&logs, "rocketns::audit", Duration::from_secs(20));
     let _ = child.kill();
     let _ = child.wait();
     let log: Value = serde_json::from_str(&audit).expect("a JSON log line");

@@ -337,10 +337,27 @@ pub fn spawn_binary(config_file: &std::path::Path) -> (std::process::Child, Stri
     (child, addr)
 }
 
+/// The log lines of a spawned binary after its boot line, appended by a thread as they come.
+pub type Logs = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// The first of `logs` that contains `text`, waiting up to `within` for it to come.
+pub fn log_line(logs: &Logs, text: &str, within: Duration) -> String {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(line) = logs.lock().expect("log lines").iter().find(|l| l.contains(text)) {
+            return line.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line with {text:?} in {:?}",
+            logs.lock().expect("log lines")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// `spawn_binary`, with the log lines that follow the boot line, as they come.
-pub fn spawn_binary_with_logs(
-    config_file: &std::path::Path,
-) -> (std::process::Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+pub fn spawn_binary_with_logs(config_file: &std::path::Path) -> (std::process::Child, String, Logs) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_rocketns"));
     command.arg("-c").arg(config_file);
     spawn_command_with_logs(command)
@@ -348,9 +365,7 @@ pub fn spawn_binary_with_logs(
 
 /// Starts `command`, which runs the real binary (directly or through a wrapper such as `unshare`), and
 /// returns it with the address from its boot line and the log lines that follow, as they come.
-pub fn spawn_command_with_logs(
-    mut command: std::process::Command,
-) -> (std::process::Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+pub fn spawn_command_with_logs(mut command: std::process::Command) -> (std::process::Child, String, Logs) {
     use std::io::BufRead;
     let mut child = command
         .env("RUST_LOG", "info")
