@@ -9,7 +9,7 @@
 //! clean close: the client finds it closed before sending (a read that returns end of file) and reconnects.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Args;
@@ -28,12 +28,13 @@ const SHOWN: u64 = 5;
 /// The longest a request waits for its reply before it counts as unanswered.
 const REPLY_WAIT: Duration = Duration::from_secs(5);
 
-/// Run a client fleet against one address for a while, and say whether any client saw a failure.
+/// Run a client fleet against one address for a while (until `--duration` has passed, or SIGTERM), and say
+/// whether any client saw a failure.
 #[derive(Args)]
 pub struct FleetArgs {
     #[arg(long, default_value = "127.0.0.1:9876")]
     addr: String,
-    /// Seconds to run.
+    /// Seconds to run at most; SIGTERM stops the fleet sooner (its summary is printed either way).
     #[arg(long, default_value_t = 20.0)]
     duration: f64,
     #[arg(long, default_value_t = 4)]
@@ -173,7 +174,8 @@ fn topic(broker: usize, t: usize) -> String {
 
 pub async fn fleet(args: FleetArgs) -> i32 {
     let counts = Arc::new(Counts::default());
-    let deadline = Instant::now() + Duration::from_secs_f64(args.duration);
+    let started = Instant::now();
+    let stopped = stop_at(started + Duration::from_secs_f64(args.duration));
     let topics: Arc<Vec<String>> =
         Arc::new((0..args.brokers).flat_map(|b| (0..args.topics).map(move |t| topic(b, t))).collect());
     // The brokers register once before any client asks, so that every route asked for exists.
@@ -193,9 +195,9 @@ pub async fn fleet(args: FleetArgs) -> i32 {
     let mut tasks = tokio::task::JoinSet::new();
     let interval = Duration::from_millis(args.register_interval_ms);
     for (mut client, frame) in brokers {
-        let counts = counts.clone();
+        let (counts, stopped) = (counts.clone(), stopped.clone());
         tasks.spawn(async move {
-            while Instant::now() < deadline {
+            while !stopped.load(Ordering::Relaxed) {
                 tokio::time::sleep(interval).await;
                 match client.ask(&frame).await {
                     Some(0) => Counts::add(&counts.registrations),
@@ -206,23 +208,24 @@ pub async fn fleet(args: FleetArgs) -> i32 {
         });
     }
     for c in 0..args.long_lived {
-        let (counts, topics, addr) = (counts.clone(), topics.clone(), args.addr.clone());
+        let (counts, topics, addr, stopped) = (counts.clone(), topics.clone(), args.addr.clone(), stopped.clone());
         let every = Duration::from_millis(args.ask_interval_ms);
         tasks.spawn(async move {
             let mut client = Client::new(&addr, &counts);
             let mut n = c;
-            while Instant::now() < deadline {
+            while !stopped.load(Ordering::Relaxed) {
                 lookup(&mut client, &topics, &mut n, &counts).await;
                 tokio::time::sleep(every).await;
             }
         });
     }
     for c in 0..args.short_lived {
-        let (counts, topics, addr, requests) = (counts.clone(), topics.clone(), args.addr.clone(), args.short_requests);
+        let (counts, topics, addr, stopped) = (counts.clone(), topics.clone(), args.addr.clone(), stopped.clone());
+        let requests = args.short_requests;
         tasks.spawn(async move {
             let mut client = Client::new(&addr, &counts);
             let mut n = c * 7;
-            while Instant::now() < deadline {
+            while !stopped.load(Ordering::Relaxed) {
                 for _ in 0..requests {
                     lookup(&mut client, &topics, &mut n, &counts).await;
                 }
@@ -231,7 +234,32 @@ pub async fn fleet(args: FleetArgs) -> i32 {
         });
     }
     while tasks.join_next().await.is_some() {}
-    report(&counts)
+    report(&counts, started.elapsed())
+}
+
+/// Set at `deadline`, or sooner on SIGTERM: a script stops the fleet once what it waits for has happened
+/// (tests/ops/upgrade.sh: the brokers at the newest process), not after a guessed time.
+fn stop_at(deadline: Instant) -> Arc<AtomicBool> {
+    let stopped = Arc::new(AtomicBool::new(false));
+    let flag = stopped.clone();
+    // Installed before the fleet starts: a SIGTERM from then on stops it, never kills it unreported.
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    tokio::spawn(async move {
+        match term {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                eprintln!("fleet: no SIGTERM handler ({e}); running until the deadline");
+                tokio::time::sleep_until(deadline).await;
+            }
+        }
+        flag.store(true, Ordering::Relaxed);
+    });
+    stopped
 }
 
 /// Asks the route of the next topic; a missing route is counted.
@@ -246,9 +274,10 @@ async fn lookup(client: &mut Client, topics: &[String], n: &mut usize, counts: &
     }
 }
 
-fn report(c: &Counts) -> i32 {
+fn report(c: &Counts, ran: Duration) -> i32 {
     let get = |n: &AtomicU64| n.load(Ordering::Relaxed);
     let summary = serde_json::json!({
+        "seconds": (ran.as_secs_f64() * 10.0).round() / 10.0,
         "connects": get(&c.connects),
         "refused": get(&c.refused),
         "requests": get(&c.requests),
