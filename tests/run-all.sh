@@ -28,8 +28,9 @@ logs=target/test-logs
 mkdir -p "$logs"
 shown='^(PASS|FAIL|WARN|INFO)|^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
 
-stages=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side java-clients java-acting-master
-    java-signing java-cluster-test java-proxy java-difftest)
+all=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side
+    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest)
+stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
 declare -A what=(
@@ -51,6 +52,12 @@ declare -A what=(
     [java-proxy]="the gRPC Java client through a Java Proxy 5.3.3 whose NameServer is rocketns, then Java's"
     [java-difftest]="generated request sequences, Java NameServer 5.3.3 and rocketns in lockstep"
 )
+for stage in "${stages[@]}"; do
+    if [ -z "${what[$stage]+set}" ]; then
+        echo "run-all: STAGES names no stage \"$stage\"; the stages: ${all[*]}" >&2
+        exit 2
+    fi
+done
 
 run_stage() {
     case $1 in
