@@ -66,7 +66,13 @@ fuzz_target!(|data: &[u8]| {
             let Ok(Some(frame)) = FrameDecoder::new(1 << 20).decode(&mut buf) else { break };
             rest = &tail[tail.len() - buf.len()..];
             if let Ok(mut cmd) = decode_command(frame) {
-                let _ = rocketns::processor::dispatch(&state, &mut cmd, rocketns::processor::Caller { conn: u64::from(conn % 4), addr: None }, &mut out).await;
+                let _ = rocketns::processor::dispatch(
+                    &state,
+                    &mut cmd,
+                    rocketns::processor::Caller { conn: u64::from(conn % 4), addr: None },
+                    &mut out,
+                )
+                .await;
             }
         }
         // Every reply written is a well-formed response frame.
