@@ -82,6 +82,7 @@ fn lookup(c: &mut Criterion) {
                 &mut req,
                 rocketns::processor::Caller { conn: 1, addr: None },
                 &mut queue,
+                Default::default(),
             )
             .await;
             queue.flush(&mut tokio::io::sink()).await.expect("the sink takes everything");

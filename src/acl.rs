@@ -38,6 +38,11 @@ const READS: &[i32] = &[
     request::GET_NAMESRV_CONFIG,
 ];
 
+/// Whether `code` only reads (a read is safe to answer twice).
+pub fn is_read(code: i32) -> bool {
+    READS.contains(&code)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AclLoadError {
     #[error("aclEnable=true needs aclCredentialsPath (a properties file of accessKey=secretKey lines)")]
@@ -98,11 +103,16 @@ impl AccessControl {
 
     /// Lets the request through, or says why not.
     pub fn check(&self, req: &RemotingCommand) -> Result<(), AccessDenied> {
-        if !self.needs_signature(req.code) {
+        self.check_parts(req.code, req.ext_fields.as_ref(), &req.body)
+    }
+
+    /// [`AccessControl::check`] of a request's code, header fields and body.
+    pub fn check_parts(&self, code: i32, ext: Option<&ExtFields>, body: &[u8]) -> Result<(), AccessDenied> {
+        if !self.needs_signature(code) {
             return Ok(());
         }
-        let unsigned = || AccessDenied::Unsigned(req.code);
-        let ext = req.ext_fields.as_ref().ok_or_else(unsigned)?;
+        let unsigned = || AccessDenied::Unsigned(code);
+        let ext = ext.ok_or_else(unsigned)?;
         let (Some(access_key), Some(signature)) = (ext.get(ACCESS_KEY), ext.get(SIGNATURE)) else {
             return Err(unsigned());
         };
@@ -110,7 +120,7 @@ impl AccessControl {
         let bad = || AccessDenied::BadSignature(access_key.into());
         let claimed = BASE64.decode(signature).map_err(|_| bad())?;
         // verify_slice compares in constant time.
-        signer(secret, ext, &req.body).verify_slice(&claimed).map_err(|_| bad())
+        signer(secret, ext, body).verify_slice(&claimed).map_err(|_| bad())
     }
 }
 

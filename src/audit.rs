@@ -20,15 +20,23 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use serde_json::{Map, Value, json};
 
 use crate::acl::{ACCESS_KEY, SIGNATURE};
+use crate::error::shown;
 use crate::metrics::Metrics;
 use crate::protocol::codes::{request, response};
 use crate::remoting::RemotingCommand;
 
-/// Lines waiting for the file at most.
+/// Lines waiting for the file at most, and their bytes at most: a line that finds either full is lost
+/// (counted), never waited for.
 const QUEUE: usize = 4096;
+pub const QUEUE_BYTES: usize = 4 << 20;
 /// Longest request body kept in a line (UPDATE_NAMESRV_CONFIG's properties, REGISTER_TOPIC_IN_NAMESRV's
 /// route); the line says how long the whole body was.
 const BODY_SHOWN: usize = 4096;
+/// Header fields kept in a line, and how much of each key and value: a line is at most about 30 KiB,
+/// whatever a client sends (values are cut as remarks are, saying their whole length).
+const FIELDS_SHOWN: usize = 64;
+const KEY_SHOWN: usize = 128;
+const VALUE_SHOWN: usize = 256;
 /// The log target of audit lines without `auditLogPath`.
 pub const TARGET: &str = "rocketns::audit";
 
@@ -59,6 +67,11 @@ pub struct AuditLog {
     /// The file's writer thread, with `auditLogPath`.
     file: Option<SyncSender<String>>,
     metrics: Arc<Metrics>,
+}
+
+/// Bytes of lines queued for the file (`rocketns_audit_queue_bytes`).
+fn queued(metrics: &Metrics) -> &std::sync::atomic::AtomicI64 {
+    &metrics.budget.audit_queued
 }
 
 impl AuditLog {
@@ -100,11 +113,20 @@ impl AuditLog {
             tracing::info!(target: TARGET, "{line}");
             return;
         };
+        let bytes = line.len() as i64;
+        let room = queued(&self.metrics).fetch_add(bytes, Ordering::Relaxed) + bytes <= QUEUE_BYTES as i64;
         // Full, or the writer thread is gone (it never ends while a sender lives, unless it panicked).
-        if let Err(TrySendError::Full(line) | TrySendError::Disconnected(line)) = file.try_send(line)
-            && counters.lost.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000)
-        {
-            tracing::warn!(target: TARGET, "audit line not queued for the file: {line}");
+        let refused = if room {
+            match file.try_send(line) {
+                Ok(()) => return,
+                Err(TrySendError::Full(line) | TrySendError::Disconnected(line)) => line,
+            }
+        } else {
+            line
+        };
+        queued(&self.metrics).fetch_sub(bytes, Ordering::Relaxed);
+        if counters.lost.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+            tracing::warn!(target: TARGET, "audit line not queued for the file: {refused}");
         }
     }
 }
@@ -112,27 +134,31 @@ impl AuditLog {
 /// The audit line of one answered request.
 fn line(peer: Option<SocketAddr>, req: &RemotingCommand, name: &str, resp: &RemotingCommand) -> Value {
     let mut args = Map::new();
-    for (key, value) in req.ext_fields.iter().flat_map(|e| e.iter()) {
-        // The signature proves the caller; the access key names it, in a field of its own.
-        if !matches!(key, ACCESS_KEY | SIGNATURE) {
-            args.insert(key.to_string(), Value::from(value));
-        }
+    let fields = req.ext_fields.iter().flat_map(|e| e.iter());
+    // The signature proves the caller; the access key names it, in a field of its own.
+    let mut fields = fields.filter(|(key, _)| !matches!(*key, ACCESS_KEY | SIGNATURE));
+    for (key, value) in fields.by_ref().take(FIELDS_SHOWN) {
+        args.insert(shown(key, KEY_SHOWN).into_owned(), Value::from(shown(value, VALUE_SHOWN)));
+    }
+    let omitted = fields.count();
+    if omitted > 0 {
+        args.insert("fieldsNotShown".into(), Value::from(omitted));
     }
     if !req.body.is_empty() {
-        let shown = &req.body[..req.body.len().min(BODY_SHOWN)];
-        args.insert("body".into(), Value::from(String::from_utf8_lossy(shown)));
+        let body = &req.body[..req.body.len().min(BODY_SHOWN)];
+        args.insert("body".into(), Value::from(String::from_utf8_lossy(body)));
         args.insert("bodyBytes".into(), Value::from(req.body.len()));
     }
     json!({
         "time": now_rfc3339(),
         "remote": peer.map(|p| p.to_string()),
-        "accessKey": req.ext(ACCESS_KEY),
+        "accessKey": req.ext(ACCESS_KEY).map(|key| shown(key, KEY_SHOWN)),
         "code": req.code,
         "request": name,
         "args": args,
         "outcome": if resp.code == response::SUCCESS { "success" } else { "refused" },
         "responseCode": resp.code,
-        "remark": resp.remark,
+        "remark": resp.remark.as_deref().map(|remark| shown(remark, VALUE_SHOWN)),
     })
 }
 
@@ -148,6 +174,7 @@ fn now_rfc3339() -> String {
 /// The file's writer: each line in one `write`, until every sender is gone.
 fn write_lines(mut file: std::fs::File, path: &Path, lines: Receiver<String>, metrics: &Metrics) {
     for mut line in lines {
+        queued(metrics).fetch_sub(line.len() as i64, Ordering::Relaxed);
         line.push('\n');
         if let Err(e) = file.write_all(line.as_bytes())
             && metrics.audit.lost.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000)

@@ -1,6 +1,13 @@
 //! One client or broker connection: read frames, dispatch them, write the replies.
 //!
-//! All frames that arrived together are processed before the replies are written, together in one write.
+//! What a connection holds of its own is small and fixed, whatever its peer sends: a read buffer of at
+//! most [`SMALL_FRAME`] (frames up to that size are read into it), [`CONNECTION_DECODE`] for decoding the
+//! request in hand, and replies up to `writeBufferHighWaterMark` (16 KiB) plus the one being queued before
+//! it stops reading and writes them. Anything larger is charged to the memory budget first (`budget.rs`):
+//! a frame over 16 KiB is read only once the requests pool has room for it, and until then its connection
+//! is not read from (TCP pushes back on the sender) and waits its turn, however long; once it has room, its
+//! bytes must arrive within `largeFrameTimeoutMillis`. A reply body over 16 KiB waits for room in the
+//! replies pool, and must be taken by the peer within the same time.
 
 use std::time::Duration;
 
@@ -9,19 +16,28 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
-use crate::frame_budget::{FrameBudget, LARGE_FRAME, LargeFrameError, Reservation, large_frame_buffer};
+use crate::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
 use crate::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
-use crate::remoting::{FrameDecoder, OutQueue, announced_frame_len, decode_command};
-use crate::route::ConnId;
+use crate::remoting::{FrameDecoder, OutQueue, announced_frame_len, decode_command, peek_header};
+use crate::route::{BrokerAddrKey, ConnId};
 use crate::state::ServerState;
 
 /// A connection reads at most this much at first: a polling client's request with room to spare. Reads that
-/// fill it double it, up to `MAX_READ` (as Netty's adaptive receive buffer grows for Java), so a pipelining
-/// client gets large reads and 10,000 polling ones keep a kilobyte each.
+/// fill it double it, up to `SMALL_FRAME` (as Netty's adaptive receive buffer grows for Java), so a
+/// pipelining client gets large reads and 10,000 polling ones keep a kilobyte each.
 const FIRST_READ: usize = 1024;
-const MAX_READ: usize = 64 * 1024;
-const MAX_IDLE_READ_BUFFER: usize = 256 * 1024;
+/// A large frame is read in pieces of at most this much: each piece's fresh pages are faulted in by the
+/// worker thread that reads it, which must not hold the lookups queued there for long.
+const LARGE_FRAME_READ: usize = 256 * 1024;
+/// Requests answered before their replies are written and the task yields to the others on its thread.
+const MAX_UNFLUSHED: usize = 64;
+/// How often a broker whose registration waits for room is marked alive meanwhile, at most (and at least
+/// four times within its own timeout).
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+// What the module doc promises: a small frame is decoded within what the connection lends.
+const _: () = assert!(SMALL_FRAME <= CONNECTION_DECODE);
 
 /// Over plain TCP or TLS (`tls.server.mode`).
 pub struct Connection<S> {
@@ -31,10 +47,11 @@ pub struct Connection<S> {
     peer: Option<std::net::SocketAddr>,
     state: ServerState,
     decoder: FrameDecoder,
-    budget: FrameBudget,
     large_frame_timeout: Duration,
-    registered_broker: bool,
     idle_timeout: Duration,
+    /// `writeBufferHighWaterMark`.
+    high_water: usize,
+    registered_broker: bool,
 }
 
 /// Why a connection waiting for its peer woke up.
@@ -45,12 +62,30 @@ enum Woke {
     Idle,
 }
 
-/// Room in the large-frame budget held for the frame at the front of the read buffer, and when that frame
-/// must be complete.
+/// Why a connection is being closed (already logged and counted).
+struct Closing;
+
+/// Room in the requests pool held for the frame at the front of the read buffer, and when its last byte
+/// must have arrived.
 struct LargeFrame {
-    _room: Reservation,
-    len: usize,
+    room: RequestRoom,
     deadline: Instant,
+}
+
+/// One connection in the gauge of those waiting for room, for as long as it waits (or its task lives).
+struct Waiting<'a>(&'a std::sync::atomic::AtomicI64);
+
+impl<'a> Waiting<'a> {
+    fn count(gauge: &'a std::sync::atomic::AtomicI64) -> Self {
+        gauge.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting(gauge)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 fn frame_cap(limit: u64) -> usize {
@@ -58,22 +93,31 @@ fn frame_cap(limit: u64) -> usize {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
-    /// Every connection may send frames up to `frameMaxLength`, as with Java; frames over 64 KiB are
-    /// buffered within the server-wide `budget`.
-    pub fn new(stream: S, id: ConnId, peer: Option<std::net::SocketAddr>, state: ServerState, budget: FrameBudget) -> Self {
+    /// Every connection may send frames up to `frameMaxLength`, as with Java; frames over 16 KiB are
+    /// buffered within the server-wide memory budget.
+    pub fn new(stream: S, id: ConnId, peer: Option<std::net::SocketAddr>, state: ServerState) -> Self {
         let config = state.config.load();
         let decoder = FrameDecoder::new(frame_cap(config.frame_max_length));
-        let idle_timeout = config.channel_idle_timeout();
-        let large_frame_timeout = config.large_frame_timeout();
-        Connection { stream, id, peer, state, decoder, budget, large_frame_timeout, registered_broker: false, idle_timeout }
+        let (idle_timeout, large_frame_timeout) = (config.channel_idle_timeout(), config.large_frame_timeout());
+        let high_water = config.reply_high_water_mark();
+        Connection {
+            stream,
+            id,
+            peer,
+            state: state.clone(),
+            decoder,
+            large_frame_timeout,
+            idle_timeout,
+            high_water,
+            registered_broker: false,
+        }
     }
 
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
-    /// be decoded (which closes only this connection, as in Java), or one of its large frames finds no room
-    /// in the budget or arrives too slowly. Returns whether a broker registered over it (only then can its
-    /// close remove brokers).
+    /// be decoded (which closes only this connection, as in Java), or a large frame or reply of it is too
+    /// slow. Returns whether a broker registered over it (only then can its close remove brokers).
     pub async fn run(mut self) -> bool {
-        self.serve().await;
+        let _ = self.serve().await;
         self.registered_broker
     }
 
@@ -81,7 +125,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         crate::processor::Caller { conn: self.id, addr: self.peer }
     }
 
-    async fn serve(&mut self) {
+    async fn serve(&mut self) -> Result<(), Closing> {
         let mut read_buf = BytesMut::new();
         let mut read_size = FIRST_READ;
         let mut out = OutQueue::new(self.state.config.load().reply_serialize_type());
@@ -93,87 +137,41 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let timer = tokio::time::sleep_until(last_read + self.idle_timeout);
         tokio::pin!(timer);
         loop {
-            loop {
-                let frame = match self.decoder.decode(&mut read_buf) {
-                    Ok(Some(frame)) => frame,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(conn = self.id, error = %e, "undecodable frame, closing connection");
-                        return;
-                    }
-                };
-                // The budget's room is held until the large frame's request has been processed: it bounds
-                // the large requests being received, parsed and applied at once.
-                let room = large.take();
-                if 8 + frame.header.len() + frame.body.len() > LARGE_FRAME {
-                    // The frame shares the buffer's allocation: leave it to the frame alone (the handler
-                    // frees a registration's body once parsed), and keep the rest in a small buffer.
-                    let mut rest = BytesMut::with_capacity(read_size.max(read_buf.len()));
-                    rest.extend_from_slice(&read_buf);
-                    read_buf = rest;
-                }
-                let mut cmd = match decode_command(frame) {
-                    Ok(cmd) => cmd,
-                    Err(e) => {
-                        tracing::warn!(conn = self.id, error = %e, "undecodable header, closing connection");
-                        return;
-                    }
-                };
-                if cmd.is_response() {
-                    tracing::debug!(conn = self.id, opaque = cmd.opaque, "unexpected response frame ignored");
-                    continue;
-                }
-                tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
-                let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
-                let started = sampled.then(std::time::Instant::now);
-                let code = crate::processor::dispatch(&self.state, &mut cmd, self.caller(), &mut out).await;
-                drop(room);
-                if let Some(started) = started {
-                    self.state.metrics.record_lookup_latency(started.elapsed());
-                }
-                tally.record(cmd.code, code == response::SUCCESS);
-                if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
-                    self.registered_broker = true;
-                }
-            }
+            self.answer_buffered(&mut read_buf, read_size, &mut large, &mut out, &mut tally).await?;
             tally.flush(&self.state.metrics);
             // Many pipelined requests grew the buffer; do not keep it per connection.
-            if read_buf.is_empty() && read_buf.capacity() > MAX_IDLE_READ_BUFFER {
+            if read_buf.is_empty() && read_buf.capacity() > SMALL_FRAME {
                 read_buf = BytesMut::new();
             }
-            if let Err(e) = out.flush(&mut self.stream).await {
-                tracing::debug!(conn = self.id, error = %e, "write failed, closing connection");
-                return;
+            self.flush(&mut out).await?;
+            if self.make_room(&mut read_buf, &mut large).await {
+                // Waiting for room was the server's doing, not the peer's idleness.
+                last_read = Instant::now();
             }
-            let large_frame_room = match self.make_room(&mut read_buf, &mut large).await {
-                Ok(reserved) => reserved,
-                Err(e) => {
-                    self.refuse_large_frame(&e);
-                    return;
+            let deadline = large.as_ref().map_or(last_read + self.idle_timeout, |frame| frame.deadline);
+            if deadline < timer.deadline() {
+                timer.as_mut().reset(deadline);
+            }
+            let room = match &large {
+                // A large frame's buffer has exactly its room: growing it near its end would copy megabytes.
+                Some(_) => LARGE_FRAME_READ.min(read_buf.capacity() - read_buf.len()),
+                None => {
+                    read_buf.reserve(read_size);
+                    read_buf.capacity() - read_buf.len()
                 }
             };
-            if let Some(frame) = &large
-                && frame.deadline < timer.deadline()
-            {
-                timer.as_mut().reset(frame.deadline);
-            }
-            // A large frame's buffer has room for the rest of it: growing it by a read's worth near its end
-            // would reallocate it and copy megabytes, on this worker thread.
-            if !large_frame_room {
-                read_buf.reserve(read_size);
-            }
-            let room = read_buf.capacity() - read_buf.len();
+            let mut stream = (&mut self.stream).take(room as u64);
             let read = loop {
                 tokio::select! {
                     biased;
-                    read = self.stream.read_buf(&mut read_buf) => break Woke::Read(read),
+                    read = stream.read_buf(&mut read_buf) => break Woke::Read(read),
                     reply = out.next_late_reply() => {
                         out.push(&reply);
                         break Woke::LateReply;
                     }
                     () = &mut timer => {
                         let idle_at = last_read + self.idle_timeout;
-                        let deadline = large.as_ref().map_or(idle_at, |frame| frame.deadline.min(idle_at));
+                        let deadline = large.as_ref().map_or(idle_at, |frame| frame.deadline);
                         if Instant::now() >= deadline {
                             break Woke::Idle;
                         }
@@ -182,64 +180,187 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 }
             };
             match read {
+                Woke::Idle if large.is_some() => {
+                    let timeout_ms = self.large_frame_timeout.as_millis();
+                    tracing::warn!(conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
+                    self.state.metrics.budget.frames_too_slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Err(Closing);
+                }
                 Woke::Idle => {
-                    if let Some(frame) = &large
-                        && Instant::now() >= frame.deadline
-                    {
-                        let timeout_ms = self.large_frame_timeout.as_millis() as u64;
-                        self.refuse_large_frame(&LargeFrameError::TooSlow { len: frame.len, timeout_ms });
-                    } else {
-                        tracing::info!(conn = self.id, "connection idle, closing it");
-                    }
-                    return;
+                    tracing::info!(conn = self.id, "connection idle, closing it");
+                    return Err(Closing);
                 }
                 Woke::Read(Ok(0)) => {
                     if !read_buf.is_empty() {
                         tracing::debug!(conn = self.id, pending = read_buf.len(), "peer closed mid-frame");
                     }
-                    return;
+                    return Ok(());
                 }
                 Woke::LateReply => {}
                 Woke::Read(Ok(n)) => {
                     last_read = Instant::now();
-                    if n == room {
-                        read_size = (read_size * 2).min(MAX_READ);
+                    if n == room && large.is_none() {
+                        read_size = (read_size * 2).min(SMALL_FRAME);
                     }
                 }
-                Woke::Read(Err(_)) => return,
+                Woke::Read(Err(_)) => return Err(Closing),
             }
         }
     }
 
-    /// Reserves buffer space for the incomplete frame at the front of `read_buf`, once its length is known:
-    /// a large frame first waits, without being read, for room in the budget, unless a broker has
-    /// registered over this connection (a known broker's re-registration must not be refused because
-    /// others flood the budget: closing its connection would remove it). Returns whether that was a large
-    /// frame's room, which reads then fill.
-    async fn make_room(
-        &self,
+    /// Answers every complete frame in `read_buf`. Their replies are written, and the task yields, whenever
+    /// `writeBufferHighWaterMark` bytes, a large body or `MAX_UNFLUSHED` replies are queued: a pipelining
+    /// client cannot hold the worker thread, nor make the server hold its replies.
+    async fn answer_buffered(
+        &mut self,
         read_buf: &mut BytesMut,
+        read_size: usize,
         large: &mut Option<LargeFrame>,
-    ) -> Result<bool, LargeFrameError> {
-        let Some(len) = announced_frame_len(read_buf) else { return Ok(false) };
-        if len > LARGE_FRAME && large.is_none() && !self.registered_broker {
-            let deadline = Instant::now() + self.large_frame_timeout;
-            let Ok(room) = tokio::time::timeout_at(deadline, self.budget.reserve(len)).await else {
-                return Err(LargeFrameError::NoRoom { len, timeout_ms: self.large_frame_timeout.as_millis() as u64 });
+        out: &mut OutQueue,
+        tally: &mut RequestTally,
+    ) -> Result<(), Closing> {
+        let mut unflushed = 0;
+        loop {
+            let frame = match self.decoder.decode(read_buf) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(conn = self.id, error = %e, "undecodable frame, closing connection");
+                    return Err(Closing);
+                }
             };
-            *large = Some(LargeFrame { _room: room, len, deadline });
+            // The room is held until the frame's request has been processed.
+            let room = large.take().map(|frame| frame.room).unwrap_or_default();
+            if room.frame > 0 {
+                // The large buffer is the frame's alone now (its handler frees a registration's body once
+                // parsed); whatever followed it goes into a small one.
+                let mut rest = BytesMut::with_capacity(read_size.max(read_buf.len()));
+                rest.extend_from_slice(read_buf);
+                *read_buf = rest;
+            }
+            let mut cmd = match decode_command(frame) {
+                Ok(cmd) => cmd,
+                Err(e) => {
+                    tracing::warn!(conn = self.id, error = %e, "undecodable header, closing connection");
+                    return Err(Closing);
+                }
+            };
+            if cmd.is_response() {
+                tracing::debug!(conn = self.id, opaque = cmd.opaque, "unexpected response frame ignored");
+                continue;
+            }
+            tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
+            let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
+            let started = sampled.then(std::time::Instant::now);
+            let code = crate::processor::dispatch(&self.state, &mut cmd, self.caller(), out, room).await;
+            if let Some(started) = started {
+                self.state.metrics.record_lookup_latency(started.elapsed());
+            }
+            tally.record(cmd.code, code == response::SUCCESS);
+            if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
+                self.registered_broker = true;
+            }
+            unflushed += 1;
+            if out.pending_bytes() >= self.high_water || out.holds_large() || unflushed >= MAX_UNFLUSHED {
+                self.flush(out).await?;
+                unflushed = 0;
+                tokio::task::yield_now().await;
+            }
         }
-        if len > LARGE_FRAME && read_buf.capacity() < len {
-            let mut buf = large_frame_buffer(len).await;
+    }
+
+    /// Writes the queued replies: a large body must be taken within `largeFrameTimeoutMillis`, anything
+    /// else within `serverChannelMaxIdleTimeSeconds` (a peer that takes nothing is idle, as for Java).
+    async fn flush(&mut self, out: &mut OutQueue) -> Result<(), Closing> {
+        if out.pending_bytes() == 0 {
+            return Ok(());
+        }
+        let large = out.holds_large();
+        let limit = if large { self.large_frame_timeout } else { self.idle_timeout };
+        match tokio::time::timeout(limit, out.flush(&mut self.stream)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!(conn = self.id, error = %e, "write failed, closing connection");
+                Err(Closing)
+            }
+            Err(_) if large => {
+                let timeout_ms = limit.as_millis();
+                tracing::warn!(conn = self.id, timeout_ms, "large reply not taken in time, closing connection");
+                self.state.metrics.budget.replies_not_taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Err(Closing)
+            }
+            Err(_) => {
+                tracing::info!(conn = self.id, "peer takes no replies, closing the connection");
+                Err(Closing)
+            }
+        }
+    }
+
+    /// Readies `read_buf` for the rest of the frame it starts with, once its length is known. A frame over
+    /// `SMALL_FRAME` first waits, unread, for room in the requests pool (its bytes and what its request
+    /// builds, `large_frame_room`), then gets a buffer of its own, whose pages fill only as its bytes arrive.
+    /// Returns whether it waited.
+    async fn make_room(&self, read_buf: &mut BytesMut, large: &mut Option<LargeFrame>) -> bool {
+        let Some(len) = announced_frame_len(read_buf) else { return false };
+        if len <= SMALL_FRAME {
+            read_buf.reserve(len.saturating_sub(read_buf.len()));
+            return false;
+        }
+        let mut waited = false;
+        if large.is_none() {
+            let wanted = usize::try_from(large_frame_room(len as u64)).unwrap_or(usize::MAX);
+            let charge = match self.state.budget.requests.try_reserve(wanted) {
+                Some(charge) => charge,
+                None => {
+                    waited = true;
+                    self.wait_for_room(read_buf, wanted).await
+                }
+            };
+            let deadline = Instant::now() + self.large_frame_timeout;
+            *large = Some(LargeFrame { room: RequestRoom { charge, frame: len }, deadline });
+        }
+        if read_buf.capacity() < len {
+            let mut buf = BytesMut::with_capacity(len);
             buf.extend_from_slice(read_buf);
             *read_buf = buf;
         }
-        read_buf.reserve(len.saturating_sub(read_buf.len()));
-        Ok(len > LARGE_FRAME)
+        waited
     }
 
-    fn refuse_large_frame(&self, error: &LargeFrameError) {
-        tracing::warn!(conn = self.id, error = %error, "large frame refused, closing connection");
-        self.budget.count_refusal(error);
+    /// Waits, in arrival order, for `wanted` bytes of room. If this is the next registration of a broker that
+    /// registered over this connection, the broker is marked alive meanwhile: it is not silent, the server
+    /// is not reading it.
+    async fn wait_for_room(&self, read_buf: &[u8], wanted: usize) -> crate::budget::Charge {
+        let _waiting = Waiting::count(&self.state.metrics.budget.waiting);
+        let room = self.state.budget.requests.reserve(wanted);
+        tokio::pin!(room);
+        let broker = self.registering_broker(read_buf);
+        let every = broker.as_ref().map_or(KEEP_ALIVE, |(_, timeout)| KEEP_ALIVE.min(*timeout / 4));
+        let mut keep_alive = tokio::time::interval(every.max(Duration::from_millis(10)));
+        loop {
+            tokio::select! {
+                charge = &mut room => return charge,
+                _ = keep_alive.tick(), if broker.is_some() => {
+                    let live = &self.state.routes.liveness;
+                    if let Some((key, _)) = &broker
+                        && live.timeout_if_registered_over(key, self.id).is_some()
+                    {
+                        live.touch(key, Instant::now());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The broker whose REGISTER_BROKER starts `read_buf`, with its heartbeat timeout, if it registered over
+    /// this connection before.
+    fn registering_broker(&self, read_buf: &[u8]) -> Option<(BrokerAddrKey, Duration)> {
+        if !self.registered_broker {
+            return None;
+        }
+        let header = peek_header(read_buf).filter(|cmd| cmd.code == request::REGISTER_BROKER)?;
+        let key = BrokerAddrKey::new(header.ext("clusterName")?, header.ext("brokerAddr")?);
+        let timeout = self.state.routes.liveness.timeout_if_registered_over(&key, self.id)?;
+        Some((key, timeout))
     }
 }

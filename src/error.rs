@@ -7,6 +7,22 @@ use crate::remoting::{ExtFields, RemotingCommand};
 use crate::route::RegisterError;
 use crate::route::writer::SubmitError;
 
+/// The longest remark sent: a remark quotes client values (a topic, a KV key), which may be megabytes.
+const MAX_REMARK: usize = 4096;
+
+/// Client-supplied text as remarks and log lines show it: at most `max` bytes, cut at a character
+/// boundary and marked, so that no value a client chose is copied whole into a reply or the log.
+pub fn shown(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...({} bytes)", &text[..end], text.len()).into()
+}
+
 /// Java's remark for a missing route, FAQ pointer included (`FAQUrl.APPLY_TOPIC_URL`).
 const FAQ_SUFFIX: &str = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.";
 
@@ -84,7 +100,9 @@ impl RequestError {
     /// `extFields` on errors too, as Java does.
     pub fn to_response(&self, request_code: i32) -> RemotingCommand {
         use crate::protocol::codes::request;
-        let mut resp = RemotingCommand::response(self.response_code(), Some(self.to_string()));
+        let remark = self.to_string();
+        let remark = if remark.len() > MAX_REMARK { shown(&remark, MAX_REMARK).into_owned() } else { remark };
+        let mut resp = RemotingCommand::response(self.response_code(), Some(remark));
         if matches!(request_code, request::REGISTER_BROKER | request::GET_KV_CONFIG) {
             resp.ext_fields = Some(ExtFields::new());
         }
@@ -130,5 +148,14 @@ mod tests {
             "No topic route info in name server for the topic: X\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
         );
         assert_eq!(RequestError::TopicNotExist("X".into()).response_code(), 17);
+    }
+
+    #[test]
+    fn long_client_values_are_cut_in_remarks() {
+        let error = RequestError::TopicNotExist("é".repeat(10_000));
+        let full = error.to_string().len();
+        let remark = error.to_response(105).remark.expect("a remark");
+        assert!(remark.len() < MAX_REMARK + 32, "{} bytes", remark.len());
+        assert!(remark.ends_with(&format!("...({full} bytes)")), "{}", &remark[remark.len() - 40..]);
     }
 }

@@ -88,7 +88,10 @@ async fn route(State(p): State<ServerState>, Path(topic): Path<String>) -> Respo
 }
 
 async fn cluster(State(p): State<ServerState>) -> Response {
-    let body = p.routes.load().cluster_info_body();
+    let body = match crate::processor::table_body(&p, crate::route::snapshot::TableBody::ClusterInfo).await {
+        Ok(crate::route::snapshot::Encoded::One(body)) => body,
+        _ => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    };
     // The wire form has fastjson's bare numeric keys; tools want standard JSON.
     json(crate::protocol::lenient::quote_bare_keys(&body).unwrap_or_else(|| body.to_vec()))
 }

@@ -39,20 +39,24 @@ struct KvFile {
 pub struct KvConfigStore {
     path: PathBuf,
     /// The table as last written to the file.
-    table: ArcSwap<Table>,
+    table: Arc<ArcSwap<Table>>,
     /// One change at a time, from building the next table to publishing it.
-    writer: tokio::sync::Mutex<()>,
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// The right to change the store, one change after another, held by one caller at a time.
+/// The right to change the store, one change after another, held by one caller at a time. A change's file
+/// write and its publication run together on the blocking pool, holding the turn: a caller that stops
+/// waiting for one (its connection closed) cannot let the next change start before it ends, nor leave
+/// the file and the table apart.
 pub struct KvWriter<'a> {
     store: &'a KvConfigStore,
-    _turn: tokio::sync::MutexGuard<'a, ()>,
+    turn: Arc<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl KvConfigStore {
     /// Loads `path`; a missing file is an empty store, a malformed one is an error (as in Java).
     pub fn load(path: &Path) -> Result<Self, KvError> {
+        crate::fsutil::remove_stale_temporaries(path);
         let table = match std::fs::read(path) {
             Ok(bytes) => {
                 let file: KvFile = crate::protocol::lenient::from_fastjson_slice(&bytes)
@@ -67,8 +71,8 @@ impl KvConfigStore {
         };
         Ok(KvConfigStore {
             path: path.to_path_buf(),
-            table: ArcSwap::from_pointee(table),
-            writer: tokio::sync::Mutex::new(()),
+            table: Arc::new(ArcSwap::from_pointee(table)),
+            writer: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 
@@ -87,7 +91,7 @@ impl KvConfigStore {
 
     /// Waits for the turn to change the store.
     pub async fn writer(&self) -> KvWriter<'_> {
-        KvWriter { store: self, _turn: self.writer.lock().await }
+        KvWriter { store: self, turn: Arc::new(self.writer.clone().lock_owned().await) }
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -125,17 +129,23 @@ impl KvWriter<'_> {
         self.publish(next).await.map(|()| true)
     }
 
+    /// Writes `next` to the file, then makes it the table, both on the blocking pool with the turn held. If
+    /// the write failed but left the new content in place (`fsutil::ReplaceError::Replaced`), the table
+    /// follows the file, and the change is still reported as failed.
     async fn publish(&mut self, next: Table) -> Result<(), KvError> {
-        let path = self.store.path.clone();
+        let (path, table, turn) = (self.store.path.clone(), self.store.table.clone(), self.turn.clone());
         let persist_error = |source| KvError::Persist { path: self.store.path.display().to_string(), source };
         let written = tokio::task::spawn_blocking(move || {
-            crate::fsutil::write_atomically(&path, &encode_kv_file(&next)).map(|()| next)
+            let _turn = turn;
+            let written = crate::fsutil::replace_durably(&path, &encode_kv_file(&next));
+            if !matches!(written, Err(crate::fsutil::ReplaceError::Unchanged(_))) {
+                table.store(Arc::new(next));
+            }
+            written
         })
         .await
         .map_err(|e| persist_error(std::io::Error::other(e)))?;
-        let next = written.map_err(persist_error)?;
-        self.store.table.store(Arc::new(next));
-        Ok(())
+        written.map_err(|e| persist_error(std::io::Error::other(e.to_string())))
     }
 }
 
@@ -177,6 +187,8 @@ pub fn encode_kv_table(kv: &BTreeMap<String, String>) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// KVConfigSerializeWrapperTest#testEncodeAndDecode: the file format round-trips.
@@ -216,6 +228,27 @@ mod tests {
         let reloaded = KvConfigStore::load(&path).unwrap();
         assert_eq!(reloaded.get("ns", "k").as_deref(), Some("v"));
         assert_eq!(reloaded.entry_count(), 1);
+    }
+
+    /// A change whose caller stops waiting once its write has started (a request whose connection closed)
+    /// still ends, and is published, before the next change starts: the next one sees it, and the file
+    /// holds both.
+    #[tokio::test]
+    async fn a_change_given_up_on_still_ends_before_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kvConfig.json");
+        let store = KvConfigStore::load(&path).unwrap();
+        let big = "x".repeat(4 << 20);
+        {
+            let mut writer = store.writer().await;
+            let put = writer.put("ns", "first", &big);
+            // One poll: the table is built and its write handed to the blocking pool; then the caller goes.
+            assert!(tokio::time::timeout(Duration::ZERO, put).await.is_err(), "the write takes a moment");
+        }
+        store.put("ns", "second", "v").await.unwrap();
+        assert_eq!(store.get("ns", "first").as_deref(), Some(big.as_str()), "the first change was published");
+        let reloaded = KvConfigStore::load(&path).unwrap();
+        assert_eq!(reloaded.entry_count(), 2, "the file holds both");
     }
 
     #[test]

@@ -46,7 +46,7 @@ internal_modules!(
     audit,
     connection,
     error,
-    frame_budget,
+    budget,
     fsutil,
     housekeeping,
     http,

@@ -5,6 +5,7 @@
 //! latency is sampled (one lookup in 16) into the same shard. Only rendering reads every shard.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -74,19 +75,40 @@ pub struct Metrics {
     pub connections_total: AtomicU64,
     /// Connections closed on accept because `serverMaxConnections` were open.
     pub connections_refused: AtomicU64,
-    /// Bytes of the large-frame budget held: by large frames being received, and until their requests have
-    /// been processed.
-    pub large_frame_bytes: AtomicI64,
-    /// Connections closed because their large frame found no room in the budget in time.
-    pub large_frames_no_room: AtomicU64,
-    /// Connections closed because their large frame did not arrive in time.
-    pub large_frames_too_slow: AtomicU64,
+    /// The memory budget (`budget`): what its pools hold, who waits, what it refused.
+    pub budget: BudgetCounters,
+    /// Whole-table bodies (cluster info, topic lists) encoded: at most one of each kind per snapshot.
+    pub table_bodies_encoded: AtomicU64,
     /// Writes of the server's files that failed (the change was refused, or for the route file, retried).
     pub file_write_failures: FileWriteFailures,
     /// What the NameServer's own connections did (`outbound`).
     pub outbound: OutboundCounters,
     /// The audit log's lines (`audit`).
     pub audit: AuditCounters,
+}
+
+/// The memory budget's pools and refusals (`budget.rs`).
+#[derive(Debug, Default)]
+pub struct BudgetCounters {
+    /// Bytes held in the `requests` pool (`largeFrameBufferBytes`), and in the `replies` pool
+    /// (`largeReplyBufferBytes`): the pools' own gauges.
+    pub requests: Arc<AtomicI64>,
+    pub replies: Arc<AtomicI64>,
+    /// The pools' sizes, set when the server starts.
+    pub requests_capacity: AtomicI64,
+    pub replies_capacity: AtomicI64,
+    /// Connections whose large frame waits for room (they are not read meanwhile).
+    pub waiting: AtomicI64,
+    /// Connections closed: a large frame not complete within `largeFrameTimeoutMillis` of getting room.
+    pub frames_too_slow: AtomicU64,
+    /// Connections closed: a large reply not taken by the peer within `largeFrameTimeoutMillis`.
+    pub replies_not_taken: AtomicU64,
+    /// Registrations refused: their body needs more memory to decode than the pool has in all, or than it
+    /// had free when they asked for more than their share.
+    pub bodies_too_large: AtomicU64,
+    pub bodies_no_room: AtomicU64,
+    /// Bytes of audit lines waiting for the file (`auditLogPath`).
+    pub audit_queued: AtomicI64,
 }
 
 /// Audited requests, and audit lines lost.
@@ -169,9 +191,8 @@ impl Metrics {
             connections: AtomicI64::new(0),
             connections_total: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
-            large_frame_bytes: AtomicI64::new(0),
-            large_frames_no_room: AtomicU64::new(0),
-            large_frames_too_slow: AtomicU64::new(0),
+            budget: BudgetCounters::default(),
+            table_bodies_encoded: AtomicU64::new(0),
             file_write_failures: FileWriteFailures::default(),
             outbound: OutboundCounters::default(),
             audit: AuditCounters::default(),
@@ -223,13 +244,7 @@ impl Metrics {
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"+Inf\"}} {count}");
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_sum {}", self.sum(|s| &s.latency_sum_ns) as f64 / 1e9);
         let _ = writeln!(out, "rocketns_lookup_latency_seconds_count {count}");
-        write_labelled_counter(
-            &mut out,
-            "rocketns_large_frames_refused_total",
-            "Connections closed because a frame over 64 KiB found no room in the large-frame budget (no_room) or was not complete (too_slow) within largeFrameTimeoutMillis.",
-            "reason",
-            &[("no_room", &self.large_frames_no_room), ("too_slow", &self.large_frames_too_slow)],
-        );
+        self.budget.render(&mut out);
         let f = &self.file_write_failures;
         write_labelled_counter(
             &mut out,
@@ -276,6 +291,11 @@ impl Metrics {
                 self.connections_refused.load(Ordering::Relaxed),
             ),
             (
+                "rocketns_table_bodies_encoded_total",
+                "Whole-table reply bodies (cluster info, topic lists) encoded: once per kind and route snapshot, shared by every request for it.",
+                self.table_bodies_encoded.load(Ordering::Relaxed),
+            ),
+            (
                 "rocketns_audit_lines_lost_total",
                 "Audit lines not written to auditLogPath: no room in its queue, or the write failed.",
                 a.lost.load(Ordering::Relaxed),
@@ -284,15 +304,7 @@ impl Metrics {
         for (name, help, value) in all_counters.iter().chain(counters) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         }
-        let large_frame_bytes = self.large_frame_bytes.load(Ordering::Relaxed);
-        let all_gauges = [
-            ("rocketns_connections", "Connections open.", connections),
-            (
-                "rocketns_large_frame_bytes",
-                "Bytes of the large-frame budget held by large frames being received or processed.",
-                large_frame_bytes,
-            ),
-        ];
+        let all_gauges = [("rocketns_connections", "Connections open.", connections)];
         for (name, help, value) in all_gauges.iter().chain(gauges) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
         }
@@ -300,11 +312,63 @@ impl Metrics {
     }
 }
 
+impl BudgetCounters {
+    fn render(&self, out: &mut String) {
+        let load = |gauge: &AtomicI64| gauge.load(Ordering::Relaxed);
+        write_labelled(
+            out,
+            ("rocketns_memory_budget_bytes", "gauge"),
+            "Bytes held in the memory budget's pools: requests (large frames, registration bodies being decoded, parsed registrations waiting for the route writer; largeFrameBufferBytes) and replies (large reply bodies not yet taken; largeReplyBufferBytes).",
+            "pool",
+            &[("requests", load(&self.requests)), ("replies", load(&self.replies))],
+        );
+        write_labelled(
+            out,
+            ("rocketns_memory_budget_capacity_bytes", "gauge"),
+            "The size of each pool of the memory budget.",
+            "pool",
+            &[("requests", load(&self.requests_capacity)), ("replies", load(&self.replies_capacity))],
+        );
+        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as i64;
+        write_labelled(
+            out,
+            ("rocketns_large_frames_refused_total", "counter"),
+            "Connections closed because a frame over 16 KiB was not complete (too_slow), or a large reply was not taken by the peer (reply_not_taken), within largeFrameTimeoutMillis of getting room.",
+            "reason",
+            &[("too_slow", count(&self.frames_too_slow)), ("reply_not_taken", count(&self.replies_not_taken))],
+        );
+        write_labelled(
+            out,
+            ("rocketns_registration_bodies_refused_total", "counter"),
+            "REGISTER_BROKER requests refused because decoding their body needs more memory than largeFrameBufferBytes (too_large), or more than their share while the pool was full (no_room).",
+            "reason",
+            &[("too_large", count(&self.bodies_too_large)), ("no_room", count(&self.bodies_no_room))],
+        );
+        let gauges = [
+            (
+                "rocketns_large_frames_waiting",
+                "Connections whose frame over 16 KiB waits for room in the requests pool (not read meanwhile).",
+                load(&self.waiting),
+            ),
+            ("rocketns_audit_queue_bytes", "Bytes of audit lines waiting to be written to auditLogPath.", load(&self.audit_queued)),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        }
+    }
+}
+
 /// A counter family with one label: its HELP and TYPE lines, then a line per value of the label.
 fn write_labelled_counter(out: &mut String, name: &str, help: &str, label: &str, values: &[(&str, &AtomicU64)]) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    let values: Vec<(&str, i64)> = values.iter().map(|(v, n)| (*v, n.load(Ordering::Relaxed) as i64)).collect();
+    write_labelled(out, (name, "counter"), help, label, &values);
+}
+
+/// A family of one type with one label: its HELP and TYPE lines, then a line per value of the label.
+fn write_labelled(out: &mut String, (name, kind): (&str, &str), help: &str, label: &str, values: &[(&str, i64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     for (value, n) in values {
-        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {}", n.load(Ordering::Relaxed));
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {n}");
     }
 }
 

@@ -14,7 +14,6 @@ use tokio::task::JoinHandle;
 use crate::acl::AccessControl;
 use crate::config::{ClientProperties, NamesrvConfig};
 use crate::connection::Connection;
-use crate::frame_budget::FrameBudget;
 use crate::housekeeping;
 use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
 use crate::outbound::product_env::ProductEnv;
@@ -123,6 +122,9 @@ impl NameServer {
         metrics_listener: Option<TcpListener>,
     ) -> Result<Self, StartError> {
         let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
+        if let Some(file) = &config_file {
+            crate::fsutil::remove_stale_temporaries(file);
+        }
         let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
         let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
         let saved = if config.warm_restart { read_route_snapshot(&config.route_snapshot_file()) } else { None };
@@ -203,8 +205,6 @@ impl NameServer {
             http: metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, state.clone()))),
             notifier,
         };
-        let budget_bytes = usize::try_from(state.config.load().large_frame_buffer_bytes).unwrap_or(usize::MAX);
-        let budget = FrameBudget::new(budget_bytes, state.metrics.clone());
         let mut connections = tokio::task::JoinSet::new();
         let next_id = AtomicU64::new(1);
         tokio::pin!(shutdown);
@@ -253,17 +253,17 @@ impl NameServer {
                 continue;
             }
             let _ = stream.set_nodelay(true);
+            set_buffer_sizes(&stream, &state.config.load());
             let id = next_id.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(conn = id, %peer, "connection accepted");
             // Taken before the task starts, so that the limit holds for a burst of accepts.
             let slot = ConnectionSlot::take(&state, id);
             let state = state.clone();
             let tls = tls.clone();
-            let budget = budget.clone();
             connections.spawn(async move {
                 // The whole slot moves into the task (a closure would capture only the field it assigns).
                 let mut slot = slot;
-                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, peer, state, budget).await;
+                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, peer, state).await;
                 tracing::debug!(conn = id, %peer, "connection closed");
             });
             reap_finished(&mut connections);
@@ -429,17 +429,29 @@ async fn serve_connection(
     id: u64,
     peer: SocketAddr,
     state: ServerState,
-    budget: FrameBudget,
 ) -> bool {
     let peer = Some(peer);
     let Some(tls) = tls else {
-        return Connection::new(stream, id, peer, state, budget).run().await;
+        return Connection::new(stream, id, peer, state).run().await;
     };
     let idle = state.config.load().channel_idle_timeout();
     match tls.accept(stream, idle).await {
-        Accepted::Plain(stream) => Connection::new(stream, id, peer, state, budget).run().await,
-        Accepted::Tls(stream) => Connection::new(*stream, id, peer, state, budget).run().await,
+        Accepted::Plain(stream) => Connection::new(stream, id, peer, state).run().await,
+        Accepted::Tls(stream) => Connection::new(*stream, id, peer, state).run().await,
         Accepted::Refused => false,
+    }
+}
+
+/// `serverSocketSndBufSize` and `serverSocketRcvBufSize`, when set, as Java sets them on each accepted
+/// connection: they cap what the kernel holds for a peer that does not read, or sends faster than it is read
+/// (without them, Linux grows a socket's buffers up to `tcp_wmem`/`tcp_rmem`, a few megabytes).
+fn set_buffer_sizes(stream: &TcpStream, config: &NamesrvConfig) {
+    use rustix::net::sockopt;
+    if let Ok(size @ 1..) = usize::try_from(config.server_socket_snd_buf_size) {
+        let _ = sockopt::set_socket_send_buffer_size(stream, size);
+    }
+    if let Ok(size @ 1..) = usize::try_from(config.server_socket_rcv_buf_size) {
+        let _ = sockopt::set_socket_recv_buffer_size(stream, size);
     }
 }
 
@@ -459,6 +471,7 @@ async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
 
 /// The route snapshot file's content, if there is one to read.
 fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
+    crate::fsutil::remove_stale_temporaries(path);
     match std::fs::read(path) {
         Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -33,6 +33,8 @@ pub struct ServerState {
     pub product_env: Option<Arc<crate::outbound::product_env::ProductEnv>>,
     /// Where the audited requests go (`auditLogPath`); the ordinary log unless set.
     pub audit: Arc<crate::audit::AuditLog>,
+    /// Memory that clients make the server hold beyond their connections' own buffers (`budget.rs`).
+    pub budget: crate::budget::MemoryBudget,
 }
 
 impl ServerState {
@@ -43,6 +45,7 @@ impl ServerState {
         config_file: Option<PathBuf>,
     ) -> Self {
         let metrics: Arc<crate::metrics::Metrics> = Default::default();
+        let budget = crate::budget::MemoryBudget::from_config(&config.load(), &metrics);
         ServerState {
             routes,
             config,
@@ -56,6 +59,7 @@ impl ServerState {
             access_control: None,
             product_env: None,
             audit: Arc::new(crate::audit::AuditLog::to_log(metrics.clone())),
+            budget,
         }
     }
 

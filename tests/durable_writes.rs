@@ -1,8 +1,10 @@
 //! Acknowledged means on disk, and a write that fails changes nothing: the KV store, the config file written
-//! back on UPDATE_NAMESRV_CONFIG and the warm-restart route file, under real faults. A temporary path that
-//! became a directory (any user), and a full filesystem (a small tmpfs in a private mount namespace, as
-//! root: skipped with a message otherwise). After each fault the server still serves, the files hold what
-//! was acknowledged before it, and once the fault is gone the next write succeeds.
+//! back on UPDATE_NAMESRV_CONFIG and the warm-restart route file, under real faults. A folder where no file
+//! can be created (immutable as root, read-only otherwise), a full filesystem (a small tmpfs in a private
+//! mount namespace, as root: skipped with a message otherwise), and a folder that cannot be synced after the
+//! rename (the server as a user who may write it but not read it). After each fault the server still
+//! serves, the files hold what was acknowledged before it, and once the fault is gone the next write
+//! succeeds.
 
 mod common;
 
@@ -85,12 +87,22 @@ impl Wire {
     }
 }
 
+/// Whether a route file write that failed may still have left its newer content (whole) in place: it may
+/// when only the folder's sync failed after the rename. The route file is no client's acknowledged write (a
+/// failed one is counted and tried again), so it is not put back as the KV and config files are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RouteFile {
+    Untouched,
+    MayBeNewer,
+}
+
 /// What every fault test checks, on a server whose files are `kv`, `conf` and `routes`, while `fault` is in
 /// place and after `clear` removed it.
 fn check_writes_under_a_fault(
     addr: &str,
     metrics_port: u16,
     files: [&Path; 3],
+    route_file: RouteFile,
     fault: impl FnOnce(),
     clear: impl FnOnce(),
 ) {
@@ -124,7 +136,14 @@ fn check_writes_under_a_fault(
     let b = Broker::new("c", "broker-b", 0, "127.0.0.1:10921");
     assert_eq!(late.ask(&register_request(&b, dv(1), &[("U", 4, 6), ("U2", 4, 6)])).code, 0);
     eventually("a failed route file write is counted", || failures("routes").unwrap_or(0.0) >= 1.0);
-    assert_eq!((read(kv), read(conf), read(routes)), (kv_before, conf_before, routes_before), "files untouched");
+    assert_eq!((read(kv), read(conf)), (kv_before, conf_before), "files untouched");
+    let routes_now = read(routes);
+    if route_file == RouteFile::MayBeNewer && routes_now != routes_before {
+        let dump: serde_json::Value = serde_json::from_str(&routes_now).expect("a whole route file");
+        assert!(routes_now.contains("\"U\"") && dump["topics"].is_array(), "the newer routes: {routes_now}");
+    } else {
+        assert_eq!(routes_now, routes_before, "route file untouched");
+    }
     assert!(failures("kv").unwrap() >= 3.0 && failures("config").unwrap() >= 1.0);
     assert!(c.ask(&route_request("U", 479)).code == 0, "the server still serves");
 
@@ -176,8 +195,8 @@ fn spawn(program: &str, args: &[&str]) -> (Child, String) {
     (child, addr)
 }
 
-/// The temporary file of each write (`fsutil::write_atomically`'s `.NAME.tmp-PID`) made a directory: no
-/// write can create it, as on a directory turned read-only or a path taken by something else.
+/// No write can create its temporary file (`fsutil::write_atomically`'s `.NAME.tmp-PID-N`, one per write):
+/// the folder is made immutable (`chattr +i`, which stops root too) or, for another user, read-only.
 #[test]
 fn writes_that_cannot_create_their_file_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,18 +204,48 @@ fn writes_that_cannot_create_their_file_change_nothing() {
     let metrics_port = free_port();
     std::fs::write(&files.conf, properties(dir.path(), metrics_port)).unwrap();
     let (mut server, addr) = spawn(env!("CARGO_BIN_EXE_rocketns"), &["-c", files.conf.to_str().unwrap()]);
-    let blockers: Vec<PathBuf> = files
-        .all()
-        .iter()
-        .map(|p| dir.path().join(format!(".{}.tmp-{}", p.file_name().unwrap().to_str().unwrap(), server.id())))
-        .collect();
-    check_writes_under_a_fault(
-        &addr,
-        metrics_port,
-        files.all(),
-        || blockers.iter().for_each(|b| std::fs::create_dir(b).unwrap()),
-        || blockers.iter().for_each(|b| std::fs::remove_dir(b).unwrap()),
-    );
+    let folder = dir.path().to_path_buf();
+    let lock = |locked: bool| {
+        if is_root() {
+            let flag = if locked { "+i" } else { "-i" };
+            let done = Command::new("chattr").arg(flag).arg(&folder).status().expect("chattr");
+            assert!(done.success(), "chattr {flag} (the test folder's filesystem must support it)");
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = if locked { 0o555 } else { 0o755 };
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    };
+    check_writes_under_a_fault(&addr, metrics_port, files.all(), RouteFile::Untouched, || lock(true), || lock(false));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// Every write's folder sync after its rename fails: the server runs as a user who may write the folder
+/// (create, rename) but not read it, and so cannot open it to sync it (as root, the server is started as
+/// `nobody` with `setpriv`). The new content was already renamed into place: it is put back as it was, and
+/// the change refused, so that a change reported as failed has changed nothing, on disk or in memory.
+#[test]
+fn writes_whose_folder_cannot_be_synced_change_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    // Outside the tests' own temporary folder, which only root may enter.
+    let dir = tempfile::Builder::new().prefix("rocketns-sync-").tempdir_in("/tmp").unwrap();
+    let files = Files::in_dir(dir.path());
+    let metrics_port = free_port();
+    std::fs::write(&files.conf, properties(dir.path(), metrics_port)).unwrap();
+    let conf = files.conf.to_str().unwrap().to_string();
+    let bin = env!("CARGO_BIN_EXE_rocketns");
+    let (mut server, addr) = if is_root() {
+        let nobody = Command::new("chown").args(["-R", "65534:65534"]).arg(dir.path()).status().expect("chown");
+        assert!(nobody.success());
+        spawn("setpriv", &["--reuid=65534", "--regid=65534", "--clear-groups", bin, "-c", &conf])
+    } else {
+        spawn(bin, &["-c", &conf])
+    };
+    let folder = dir.path().to_path_buf();
+    let mode = |mode: u32| std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(mode)).unwrap();
+    let (fault, clear) = (|| mode(0o300), || mode(0o755));
+    check_writes_under_a_fault(&addr, metrics_port, files.all(), RouteFile::MayBeNewer, fault, clear);
     server.kill().unwrap();
     server.wait().unwrap();
 }
@@ -236,6 +285,7 @@ fn writes_on_a_full_filesystem_change_nothing() {
         &addr,
         metrics_port,
         files.all(),
+        RouteFile::Untouched,
         || {
             use std::io::Write;
             let mut f = std::fs::File::create(&filler).unwrap();

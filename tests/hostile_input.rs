@@ -81,6 +81,18 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     let mut many_binary =
         RemotingCommand::request(105, (0..10_000).map(|i| (format!("k{i}"), format!("v{i}"))).collect());
     many_binary.ext_fields.as_mut().unwrap().insert("topic", "TopicTest");
+    // Over `ExtFields::MAX` (65,536): undecodable, as a malformed header is.
+    let too_many_fields: String = (0..70_000).map(|i| format!(",\"k{i}\":\"v\"")).collect();
+    let too_many_json = format!(
+        r#"{{"code":105,"extFields":{{"topic":"TopicTest"{too_many_fields}}},"flag":0,"opaque":1,"version":479}}"#
+    );
+    let mut too_many_binary = vec![0, 0, 0, 0];
+    let fields: Vec<u8> =
+        (0..70_000u32).flat_map(|i| [&[0, 4][..], &i.to_be_bytes(), &[0, 0, 0, 1, b'v']].concat()).collect();
+    too_many_binary.extend_from_slice(&(fields.len() as u32).to_be_bytes());
+    too_many_binary.extend_from_slice(&fields);
+    let mut big_update = request(318, &[]);
+    big_update.body = Bytes::from(format!("enableTopicList=true\n#{}\n", "x".repeat(100_000)));
     let long_topic = "t".repeat(200);
     let mut half_close = encoded(route_request("TopicTest", 479), SerializeType::Json);
     half_close.truncate(half_close.len() - 5);
@@ -107,6 +119,13 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ),
         ("10k extFields, JSON", json(&many_json), Route),
         ("10k extFields, binary", encoded(many_binary, SerializeType::RocketMq), Route),
+        ("70k extFields, JSON", json(&too_many_json), Closed),
+        ("70k extFields, binary", binary(&too_many_binary), Closed),
+        (
+            "a config update of 100 kB",
+            encoded(big_update, SerializeType::Json),
+            Reply(1, "config update of 100023 bytes refused: at most 65536 are taken"),
+        ),
         ("binary remark past the end", binary(&[0, 0, 0, 50]), Closed),
         ("binary extFields past the end", binary(&[0, 0, 0, 0, 0, 0, 1, 0]), Closed),
         ("binary negative key length", binary(&[0, 0, 0, 0, 0, 0, 0, 4, 0xff, 0xff, 0, 0]), Closed),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
+use rocketns::protocol::DataVersion;
 use rocketns::remoting::{RemotingCommand, SerializeType};
 
 const TOPICS: &[(&str, i32, i32)] = &[("unit-test0", 8, 6), ("unit-test1", 8, 6)];
@@ -293,6 +294,69 @@ async fn static_topic_mappings_in_routes() {
     let legacy = c.request(route_request("T", 317)).await.body;
     assert!(std::str::from_utf8(&legacy).unwrap().contains(r#""currIdMap":{0:0,1:1}"#));
     assert!(route(&mut c, "U").await.unwrap().get("topicQueueMappingByBroker").is_none());
+}
+
+/// A registration of `b`'s topics, with static-topic mappings: (topic, the mapping's `bname`).
+fn register_with_mappings(
+    b: &Broker<'_>,
+    dv: DataVersion,
+    topics: &[(&str, i32, i32)],
+    mappings: &[(&str, &str)],
+) -> RemotingCommand {
+    let mut r = register_request(b, dv, topics);
+    let infos: Vec<String> = mappings
+        .iter()
+        .map(|(topic, bname)| {
+            format!(r#""{topic}":{{"bname":"{bname}","currIdMap":{{0:0}},"dirty":false,"epoch":1,"scope":"__global__","topic":"{topic}","totalQueues":4}}"#)
+        })
+        .collect();
+    let body = String::from_utf8(r.body.to_vec())
+        .unwrap()
+        .replace(r#""topicQueueMappingInfoMap":{}"#, &format!(r#""topicQueueMappingInfoMap":{{{}}}"#, infos.join(",")));
+    r.ext_fields.as_mut().unwrap().insert("bodyCrc32", "0");
+    r.body = Bytes::from(body);
+    r
+}
+
+/// The brokers whose mappings a route shows.
+async fn mapped_brokers(c: &mut Client, topic: &str) -> Vec<String> {
+    let route = route(c, topic).await.expect("routed");
+    let mappings = route.get("topicQueueMappingByBroker").and_then(|m| m.as_object().cloned()).unwrap_or_default();
+    mappings.keys().cloned().collect()
+}
+
+/// Static-topic mappings are bounded by the queue data they belong to: a registration stores only its own
+/// broker's share, of topics it has queues for; a broker's share goes with its queues (it leaves, or the
+/// topic is deleted) and comes back with them. (Java keeps every mapping ever sent; COMPATIBILITY.md.)
+#[tokio::test]
+async fn static_topic_mappings_go_with_their_brokers_queues() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    let a = Broker::new("c", "broker-a", 0, "127.0.0.1:10911");
+    let topics = [("T", 4, 6), ("U", 4, 6)];
+    let own_and_foreign = [("T", "broker-a"), ("U", "broker-z"), ("Ghost", "broker-a")];
+    assert_eq!(c.request(register_with_mappings(&a, dv(1), &topics, &own_and_foreign)).await.code, 0);
+    assert_eq!(mapped_brokers(&mut c, "T").await, ["broker-a"]);
+    assert!(mapped_brokers(&mut c, "U").await.is_empty(), "another broker's name is not taken");
+    assert!(route(&mut c, "Ghost").await.is_none());
+    let b = Broker::new("c", "broker-b", 0, "127.0.0.1:10921");
+    let mut broker_b = Client::connect(server.addr).await;
+    assert_eq!(
+        broker_b
+            .request(register_with_mappings(&b, dv(1), &[("T", 4, 6), ("V", 4, 6)], &[("T", "broker-b")]))
+            .await
+            .code,
+        0
+    );
+    assert_eq!(mapped_brokers(&mut c, "T").await, ["broker-a", "broker-b"]);
+    assert_eq!(c.request(unregister_request(&b)).await.code, 0);
+    wait_route_gone(&mut c, "V").await;
+    assert_eq!(mapped_brokers(&mut c, "T").await, ["broker-a"], "broker-b's share left with it");
+    // Deleted with its queues; a periodic registration (the same DataVersion) restores both.
+    assert_eq!(c.request(request(216, &[("topic", "T")])).await.code, 0);
+    assert!(route(&mut c, "T").await.is_none());
+    assert_eq!(c.request(register_with_mappings(&a, dv(1), &topics, &own_and_foreign)).await.code, 0);
+    assert_eq!(mapped_brokers(&mut c, "T").await, ["broker-a"]);
 }
 
 /// ClusterTestRequestProcessorTest#testNamesrvNotReady, #testNamesrv, #testNamesrvReady and

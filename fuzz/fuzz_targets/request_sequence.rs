@@ -71,6 +71,7 @@ fuzz_target!(|data: &[u8]| {
                     &mut cmd,
                     rocketns::processor::Caller { conn: u64::from(conn % 4), addr: None },
                     &mut out,
+                    Default::default(),
                 )
                 .await;
             }

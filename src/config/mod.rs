@@ -183,8 +183,12 @@ namesrv_config! {
     server_async_semaphore_value: i32 = 64 => "serverAsyncSemaphoreValue",
     /// A connection with no traffic for this long is closed (brokers on it are then removed).
     server_channel_max_idle_time_seconds: u64 = 120 => "serverChannelMaxIdleTimeSeconds",
+    /// SO_SNDBUF and SO_RCVBUF of each connection, when over 0 (as Java sets them); otherwise the kernel's.
     server_socket_snd_buf_size: i32 = 0 => "serverSocketSndBufSize",
     server_socket_rcv_buf_size: i32 = 0 => "serverSocketRcvBufSize",
+    /// A connection stops reading requests while this many bytes of its replies wait to be written (Java's
+    /// Netty option; 0 means rocketns's 16 KiB, where Netty's is 64 KiB). Replies over 16 KiB are counted in
+    /// `largeReplyBufferBytes` instead.
     write_buffer_high_water_mark: i32 = 0 => "writeBufferHighWaterMark",
     write_buffer_low_water_mark: i32 = 0 => "writeBufferLowWaterMark",
     /// The listen backlog (accept queue); the kernel caps it at `net.core.somaxconn`.
@@ -216,12 +220,17 @@ namesrv_config! {
     serialize_type: String = std::env::var("ROCKETMQ_SERIALIZE_TYPE").unwrap_or_else(|_| "JSON".into()) => "serializeType",
     /// Largest frame accepted, 4-byte prefix included (Java's `com.rocketmq.remoting.frameMaxLength`).
     frame_max_length: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "frameMaxLength",
-    /// Memory for requests over 64 KiB being received and processed, all connections together but those of
-    /// registered brokers (src/frame_budget.rs); at least `frameMaxLength`, so that one broker's largest
-    /// registration always fits.
-    large_frame_buffer_bytes: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "largeFrameBufferBytes",
-    /// A frame over 64 KiB must be complete within this long of its length prefix, waiting for room in the
-    /// budget included, or its connection is closed.
+    /// The memory budget's `requests` pool (src/budget.rs): frames over 16 KiB from their length prefix until
+    /// processed, each with room for what its request builds (a registration's parsed topic configs), and
+    /// parsed registrations waiting for the route writer, all connections together. At least
+    /// `frameMaxLength` × 7/4, so that one largest registration always fits; at most 4 GiB.
+    large_frame_buffer_bytes: u64 = 64 << 20 => "largeFrameBufferBytes",
+    /// The memory budget's `replies` pool: reply bodies over 16 KiB (a 100,000-topic list, a large cluster
+    /// info) queued until their peers take them, all connections together. At most 4 GiB.
+    large_reply_buffer_bytes: u64 = 32 << 20 => "largeReplyBufferBytes",
+    /// Once a frame over 16 KiB has room, its bytes must all arrive within this long; a large reply must
+    /// be taken by its peer within this long. Otherwise the connection is closed. Waiting for room does not
+    /// count: a connection waits, unread, as long as it takes.
     large_frame_timeout_millis: u64 = 20_000 => "largeFrameTimeoutMillis",
     /// Connections served at once; more are closed as soon as they are accepted.
     server_max_connections: u64 = 50_000 => "serverMaxConnections",
@@ -282,11 +291,21 @@ impl NamesrvConfig {
                 expected: "text or json",
             });
         }
-        if self.large_frame_buffer_bytes < self.frame_max_length {
+        let pool_max = crate::budget::MAX_POOL as u64;
+        if self.large_frame_buffer_bytes < crate::budget::large_frame_room(self.frame_max_length)
+            || self.large_frame_buffer_bytes > pool_max
+        {
             return Err(ConfigError::InvalidValue {
                 key: "largeFrameBufferBytes".into(),
                 value: self.large_frame_buffer_bytes.to_string(),
-                expected: "at least frameMaxLength, so that one largest frame always fits",
+                expected: "from frameMaxLength × 7/4 (so that one largest registration always fits) to 4 GiB",
+            });
+        }
+        if self.large_reply_buffer_bytes > pool_max {
+            return Err(ConfigError::InvalidValue {
+                key: "largeReplyBufferBytes".into(),
+                value: self.large_reply_buffer_bytes.to_string(),
+                expected: "at most 4 GiB",
             });
         }
         Ok(())
@@ -300,9 +319,10 @@ impl NamesrvConfig {
         shown
     }
 
-    /// `largeFrameTimeoutMillis` as a duration.
+    /// `largeFrameTimeoutMillis` as a duration, at most a hundred years (see `channel_idle_timeout`).
     pub fn large_frame_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.large_frame_timeout_millis)
+        const CENTURY_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+        std::time::Duration::from_millis(self.large_frame_timeout_millis.min(CENTURY_MS))
     }
 
     /// Where warm restart keeps the routes.
@@ -314,9 +334,19 @@ impl NamesrvConfig {
         kv.parent().unwrap_or(Path::new(".")).join("routeSnapshot.json")
     }
 
-    /// `serverChannelMaxIdleTimeSeconds` as a duration, at least a second.
+    /// `serverChannelMaxIdleTimeSeconds` as a duration, from a second to a hundred years (an instant that
+    /// far ahead can still be computed: `Instant + u64::MAX seconds` would overflow and panic).
     pub fn channel_idle_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.server_channel_max_idle_time_seconds.max(1))
+        const CENTURY: u64 = 100 * 365 * 24 * 3600;
+        std::time::Duration::from_secs(self.server_channel_max_idle_time_seconds.clamp(1, CENTURY))
+    }
+
+    /// `writeBufferHighWaterMark`, or 16 KiB when it is 0 or less.
+    pub fn reply_high_water_mark(&self) -> usize {
+        match usize::try_from(self.write_buffer_high_water_mark) {
+            Ok(0) | Err(_) => 16 * 1024,
+            Ok(bytes) => bytes,
+        }
     }
 
     pub fn reply_serialize_type(&self) -> crate::remoting::SerializeType {

@@ -37,6 +37,8 @@ pub enum ConfigUpdateError {
     LineBreak(String),
     #[error("string2Properties error")]
     Unparsable,
+    #[error("config update of {0} bytes refused: at most 65536 are taken")]
+    TooLarge(usize),
     #[error("{0}")]
     Invalid(String),
 }

@@ -72,22 +72,28 @@ impl PeerConnection {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Sends `cmd` and waits for its reply, at most `timeout` in all.
+    /// Sends `cmd` and waits for its reply, at most `timeout` in all. However it ends (a reply, a timeout,
+    /// or the caller dropping it), its entry among the pending requests goes with it.
     pub async fn request(&self, mut cmd: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, OutboundError> {
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         cmd.opaque = opaque;
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(opaque, tx);
+        let _entry = PendingEntry { pending: &self.pending, opaque };
         let exchange = async {
             self.send(&cmd).await?;
             rx.await.map_err(|_| OutboundError::Closed { addr: self.addr.clone() })
         };
-        let result = match tokio::time::timeout(timeout, exchange).await {
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(OutboundError::ReplyTimeout { addr: self.addr.clone(), ms: timeout.as_millis() }),
-        };
-        lock(&self.pending).remove(&opaque);
-        result
+        }
+    }
+
+    /// Requests waiting for their reply (for tests of what a timeout leaves behind).
+    #[cfg(test)]
+    pub fn pending(&self) -> usize {
+        lock(&self.pending).len()
     }
 
     /// Sends `cmd` one-way (no reply is expected), waiting at most `timeout` for the write.
@@ -112,6 +118,18 @@ impl PeerConnection {
             self.closed.store(true, Ordering::Release);
             OutboundError::Send { addr: self.addr.clone(), source }
         })
+    }
+}
+
+/// A request's place among the pending ones, removed when the request ends, or is dropped.
+struct PendingEntry<'a> {
+    pending: &'a Pending,
+    opaque: i32,
+}
+
+impl Drop for PendingEntry<'_> {
+    fn drop(&mut self) {
+        lock(self.pending).remove(&self.opaque);
     }
 }
 

@@ -100,10 +100,7 @@ impl ProductEnv {
         };
         let (this, topic, zone) = (self.clone(), topic.to_string(), zone.map(str::to_string));
         tokio::spawn(async move {
-            let found = match tokio::time::timeout(LOOKUP_TIMEOUT, this.lookup(&topic)).await {
-                Ok(found) => found,
-                Err(_) => Err(LookupError::Timeout),
-            };
+            let found = this.lookup(&topic, Instant::now() + LOOKUP_TIMEOUT).await;
             let counter = match &found {
                 Ok(Some(_)) => &this.metrics.outbound.product_found,
                 Ok(None) => &this.metrics.outbound.product_not_found,
@@ -131,12 +128,15 @@ impl ProductEnv {
         Ok(())
     }
 
-    /// The product NameServer's route of `topic`; `None` when it has none.
-    async fn lookup(&self, topic: &str) -> Result<Option<RemoteRoute>, LookupError> {
-        let conn = self.connection().await?;
+    /// The product NameServer's route of `topic`, asked by `deadline` (connecting included); `None` when it
+    /// has none. A connection over which a request failed or timed out is not used again: a peer that
+    /// hangs is replaced, not asked forever.
+    async fn lookup(&self, topic: &str, deadline: Instant) -> Result<Option<RemoteRoute>, LookupError> {
+        let conn = tokio::time::timeout_at(deadline, self.connection()).await.map_err(|_| LookupError::Timeout)??;
         let mut ext = ExtFields::new();
         ext.insert("topic", topic);
-        let reply = match conn.request(RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, ext), LOOKUP_TIMEOUT).await {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let reply = match conn.request(RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, ext), left).await {
             Ok(reply) => reply,
             Err(e) => {
                 self.drop_connection(&conn).await;
@@ -206,7 +206,7 @@ enum LookupError {
     Refused { code: i32, remark: String },
     #[error("the product NameServer's route could not be read: {0}")]
     Unreadable(serde_json::Error),
-    #[error("no answer within {} s", LOOKUP_TIMEOUT.as_secs())]
+    #[error("no connection within {} s", LOOKUP_TIMEOUT.as_secs())]
     Timeout,
 }
 
@@ -244,6 +244,46 @@ mod tests {
             namesrv_domain: domain.to_string(),
             namesrv_domain_subgroup: "nsaddr".to_string(),
         }
+    }
+
+    /// A product NameServer that accepts and never answers: each lookup ends at its deadline, leaves no
+    /// pending request behind, and the next one connects anew instead of asking the hung connection again.
+    #[tokio::test]
+    async fn a_hung_product_namesrv_is_not_asked_again() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+                let _ = accepted_tx.send(());
+            }
+        });
+        let env = ProductEnv::new("", &props(Some(&addr), "unused"), Arc::new(Metrics::default()));
+        for round in 1..=2 {
+            let deadline = Instant::now() + Duration::from_millis(300);
+            let failed = env.lookup("T", deadline).await;
+            assert!(matches!(failed, Err(LookupError::Outbound(OutboundError::ReplyTimeout { .. }))), "{failed:?}");
+            let connected = tokio::time::timeout(Duration::from_secs(10), accepted.recv()).await;
+            assert!(matches!(connected, Ok(Some(()))), "round {round} connected anew");
+            assert!(env.conn.lock().await.is_none(), "the hung connection is dropped");
+        }
+        assert!(accepted.try_recv().is_err(), "one connection a lookup");
+    }
+
+    /// However a request ends, its pending entry goes: a reply, a timeout, or its caller giving up on it.
+    #[tokio::test]
+    async fn a_dropped_request_leaves_no_pending_entry() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let peer = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+        let conn = PeerConnection::connect(&addr, CONNECT_TIMEOUT).await.unwrap();
+        let _peer = peer.await.unwrap().unwrap();
+        let ask = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, ExtFields::new());
+        let given_up = tokio::time::timeout(Duration::from_millis(50), conn.request(ask, Duration::from_secs(60))).await;
+        assert!(given_up.is_err(), "no reply: the caller gave up first");
+        assert_eq!(conn.pending(), 0);
     }
 
     #[test]

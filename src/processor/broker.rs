@@ -8,9 +8,10 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::{bool_field, long_field, required, success};
+use crate::budget::{CONNECTION_DECODE, Charge, RequestRoom};
 use crate::error::RequestError;
 use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
-use crate::protocol::register_body::ReceivedBody;
+use crate::protocol::register_body::{BodyError, ReceivedBody, RegisterBrokerBody};
 use crate::protocol::route_data::QueueDatasOnly;
 use crate::protocol::{DataVersion, QueueData, lenient};
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -35,12 +36,14 @@ fn broker_id(req: &RemotingCommand) -> Result<i64, RequestError> {
 /// `body` is the request's, taken out of it: a default broker sends its whole topic table (megabytes in one
 /// frame). Its CRC, inflating and parsing (tens of milliseconds at 100,000 topics) run on the blocking pool,
 /// off the threads that answer lookups, and may overlap the writer's previous batch; it is freed once parsed,
-/// before the writer builds the new snapshot.
+/// before the writer builds the new snapshot. The parsed registration keeps its share of `room` until the
+/// writer has applied it.
 pub(super) async fn register_broker(
     p: &ServerState,
     req: &RemotingCommand,
     body: Bytes,
     conn: ConnId,
+    room: RequestRoom,
 ) -> Result<RemotingCommand, RequestError> {
     let cluster = required(req, "clusterName")?;
     let broker_addr = required(req, "brokerAddr")?;
@@ -54,8 +57,7 @@ pub(super) async fn register_broker(
         version: req.version,
         crc32: crc_field(req)?,
     };
-    // A panic while decoding is a bug: this connection's task ends with it, and the server logs it.
-    let body = crate::offload::on_blocking_pool(move || received.decode()).await.ok_or(RequestError::ShuttingDown)??;
+    let (body, held) = decode_within_budget(p, received, room).await?;
     let registration = BrokerRegistration {
         cluster: cluster.into(),
         broker_addr: broker_addr.into(),
@@ -69,7 +71,7 @@ pub(super) async fn register_broker(
         conn_id: conn,
         now: Instant::now(),
     };
-    let result = p.routes.register(registration).await??;
+    let result = p.routes.register_holding(registration, held).await??;
     let mut resp = success();
     let mut ext = ExtFields::new();
     if let Some(master) = result.master_addr {
@@ -88,6 +90,68 @@ pub(super) async fn register_broker(
     Ok(resp)
 }
 
+/// Decodes a registration body within the room its request holds (a frame over 16 KiB holds 3/4 of its
+/// length for this; every request is lent `CONNECTION_DECODE` by its connection) and what it asks for
+/// more: a compressed body exactly what it needs (`ReceivedBody::compressed_need`), a JSON body first what
+/// a Java broker's needs, then once more up to half the pool. A request whose frame holds room never waits
+/// for more, it only tries (`budget.rs` says why); a small frame's request holds nothing for its bytes, so
+/// it waits its turn. Returns the body and the room it keeps.
+async fn decode_within_budget(
+    p: &ServerState,
+    received: ReceivedBody,
+    mut room: RequestRoom,
+) -> Result<(RegisterBrokerBody, Charge), RequestError> {
+    let pool = &p.budget.requests;
+    let counters = &p.metrics.budget;
+    let most = pool.capacity() / 2;
+    let wants = if received.is_compressed() {
+        let body = received.clone();
+        let need = crate::offload::on_blocking_pool(move || body.compressed_need())
+            .await
+            .ok_or(RequestError::ShuttingDown)??;
+        vec![need]
+    } else {
+        vec![received.json_allowance().min(most), most]
+    };
+    let mut allowance = room.for_processing();
+    for wanted in wants {
+        if wanted > most {
+            break;
+        }
+        if wanted > allowance {
+            let charged = wanted - CONNECTION_DECODE;
+            if room.frame == 0 {
+                room.charge = Charge::default();
+                room.charge = pool.reserve(charged).await;
+                allowance = wanted;
+            } else if room.charge.try_grow(room.frame + charged, pool) {
+                allowance = wanted;
+            } else {
+                counters.bodies_no_room.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(RequestError::Busy);
+            }
+        }
+        let body = received.clone();
+        // A panic while decoding is a bug: this connection's task ends with it, and the server logs it.
+        match crate::offload::on_blocking_pool(move || body.decode_within(allowance)).await {
+            None => return Err(RequestError::ShuttingDown),
+            Some(Ok((body, held))) => {
+                // The body's bytes are freed with `received`; the parsed registration keeps what it holds
+                // beyond what its connection lends it, and the rest of the room is given back.
+                drop(received);
+                let held = room.charge.split_off(held.saturating_sub(CONNECTION_DECODE));
+                return Ok((body, held));
+            }
+            Some(Err(BodyError::OverAllowance(_))) => continue,
+            Some(Err(e)) => return Err(e.into()),
+        }
+    }
+    counters.bodies_too_large.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Err(RequestError::InvalidBody(format!(
+        "the registration body needs more than {most} bytes to decode (half of largeFrameBufferBytes)"
+    )))
+}
+
 /// Answers once queued; the removal happens in the writer's next batch, as in Java.
 pub(super) fn unregister_broker(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     let unregister = UnregisterRequest {
@@ -102,7 +166,11 @@ pub(super) fn unregister_broker(p: &ServerState, req: &RemotingCommand) -> Resul
 
 /// REGISTER_TOPIC_IN_NAMESRV. Code 217 was GET_KV_CONFIG_BY_VALUE for old clients, which send
 /// `namespace`/`key` and no `topic`: without a topic nothing is ever registered.
-pub(super) async fn register_topic(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) async fn register_topic(
+    p: &ServerState,
+    req: &RemotingCommand,
+    room: RequestRoom,
+) -> Result<RemotingCommand, RequestError> {
     let Some(topic) = req.ext("topic") else {
         return Ok(success());
     };
@@ -112,8 +180,13 @@ pub(super) async fn register_topic(p: &ServerState, req: &RemotingCommand) -> Re
     if !crate::protocol::topic_name::is_valid_topic_name(topic) {
         return Err(RequestError::InvalidField { field: "topic", value: topic.to_string() });
     }
-    let parsed: QueueDatasOnly =
-        lenient::from_fastjson_slice(&req.body).map_err(|e| RequestError::InvalidBody(format!("invalid topic route body: {e}")))?;
+    let invalid = |e: &dyn std::fmt::Display| RequestError::InvalidBody(format!("invalid topic route body: {e}"));
+    let (parsed, _) = crate::protocol::meter::metered(room.for_processing(), || {
+        crate::protocol::meter::charge(crate::protocol::meter::longest_quoted_run(&req.body)).map_err(|e| invalid(&e))?;
+        lenient::from_fastjson_slice::<QueueDatasOnly>(&req.body).map_err(|e| invalid(&e))
+    })
+    .map_err(|e| invalid(&e))?;
+    let parsed = parsed?;
     let queue_datas = parsed
         .queue_datas
         .unwrap_or_default()

@@ -21,23 +21,33 @@ fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError
     }
 }
 
-/// Applies a KV change (`Some` a put, `None` a delete) to the store and, for ORDER_TOPIC_CONFIG, to the routes.
+/// Applies a KV change (`Some` a put, `None` a delete) to the store and, for ORDER_TOPIC_CONFIG, to the
+/// routes; run to its end whatever happens to the request (`offload::to_completion`).
 async fn change(p: &ServerState, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
+    let (p, namespace, key, value) = (p.clone(), namespace.to_string(), key.to_string(), value.map(str::to_string));
+    let change = async move { change_now(&p, &namespace, &key, value.as_deref()).await };
+    crate::offload::to_completion(change).await.ok_or(RequestError::ShuttingDown)?
+}
+
+async fn change_now(p: &ServerState, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
     let mut writer = p.kv.writer().await;
-    match value {
+    let written = match value {
         Some(value) => writer.put(namespace, key, value).await,
         None => writer.delete(namespace, key).await.map(|_existed| ()),
-    }
-    .map_err(|e| {
+    };
+    if let Err(e) = &written {
         p.metrics.file_write_failures.kv.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tracing::warn!(error = %e, namespace, key, "KV change refused: the file could not be written");
-        RequestError::Persist(e.to_string())
-    })?;
-    if namespace == ORDER_TOPIC_CONFIG {
+        let (namespace, key) = (crate::error::shown(namespace, 256), crate::error::shown(key, 256));
+        tracing::warn!(error = %e, %namespace, %key, "KV change refused: the file could not be written");
+    }
+    // The routes follow the table, which follows the file: a write that failed but left its change in
+    // place (`KvWriter::publish`) is in effect.
+    let in_effect = written.is_ok() || p.kv.get(namespace, key).as_deref() == value;
+    if namespace == ORDER_TOPIC_CONFIG && in_effect {
         let (topic, value) = (key.to_string(), value.map(str::to_string));
         p.routes.apply(|done| RouteMutation::OrderTopicConf { topic, value, done }).await?;
     }
-    Ok(())
+    written.map_err(|e| RequestError::Persist(e.to_string()))
 }
 
 pub(super) async fn put_kv_config(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {

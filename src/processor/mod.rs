@@ -7,6 +7,9 @@ mod kv;
 mod namesrv_config;
 mod query;
 
+pub(crate) use query::table_body;
+
+use crate::budget::{Charge, RequestRoom};
 use crate::config::NamesrvConfig;
 use crate::error::RequestError;
 use crate::protocol::codes::{request, response, version};
@@ -23,10 +26,17 @@ pub struct Caller {
 }
 
 /// Answers one request: the reply goes into `out`, unless the request is oneway. Returns the reply's code.
-/// A REGISTER_BROKER's body is taken out of `req`, to be freed once parsed. Requests that change state
-/// other than a broker's own registration are recorded in the audit log, answered or refused.
-pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, caller: Caller, out: &mut OutQueue) -> i32 {
-    let mut resp = match answer(state, req, caller.conn, out).await {
+/// `room` is what the request holds in the memory budget (a frame over 16 KiB, `budget.rs`), given back
+/// once it is answered; a REGISTER_BROKER's body is taken out of `req`, to be freed once parsed. Requests that
+/// change state other than a broker's own registration are recorded in the audit log, answered or refused.
+pub async fn dispatch(
+    state: &ServerState,
+    req: &mut RemotingCommand,
+    caller: Caller,
+    out: &mut OutQueue,
+    room: RequestRoom,
+) -> i32 {
+    let mut resp = match answer(state, req, caller.conn, out, room).await {
         Ok(Some(resp)) => resp,
         Ok(None) => return response::SUCCESS,
         Err(e) => {
@@ -37,10 +47,53 @@ pub async fn dispatch(state: &ServerState, req: &mut RemotingCommand, caller: Ca
     resp.opaque = req.opaque;
     state.audit.record(caller.addr, req, &resp);
     tracing::trace!(conn = caller.conn, code = resp.code, remark = ?resp.remark, "reply");
-    if !req.is_oneway() {
+    if req.is_oneway() {
+        return resp.code;
+    }
+    if resp.body.len() > OutQueue::COPY_LIMIT {
+        let held = reply_room(state, req, caller, out, &mut resp).await;
+        resp.opaque = req.opaque;
+        out.push_large(&resp, held);
+    } else {
         out.push(&resp);
     }
     resp.code
+}
+
+/// Room in the replies pool for `resp`'s large body, kept until the peer has taken it. A read waits for
+/// room holding nothing and is then answered again (its body may have changed meanwhile); any other
+/// request's reply is kept while it waits (a broker's ordered-topic configs).
+async fn reply_room(
+    state: &ServerState,
+    req: &mut RemotingCommand,
+    caller: Caller,
+    out: &mut OutQueue,
+    resp: &mut RemotingCommand,
+) -> Charge {
+    let pool = &state.budget.replies;
+    if let Some(room) = pool.try_reserve(resp.body.len()) {
+        return room;
+    }
+    if !crate::acl::is_read(req.code) {
+        return pool.reserve(resp.body.len()).await;
+    }
+    loop {
+        let len = resp.body.len();
+        *resp = RemotingCommand::response(response::SUCCESS, None);
+        let mut room = pool.reserve(len).await;
+        let again = match answer(state, req, caller.conn, out, RequestRoom::default()).await {
+            Ok(Some(again)) => again,
+            // Answered into `out` (a small route) meanwhile: nothing large is left to queue.
+            Ok(None) => return Charge::default(),
+            Err(e) => e.to_response(req.code),
+        };
+        if again.body.len() <= len || room.try_grow(again.body.len(), pool) {
+            room.shrink_to(again.body.len());
+            *resp = again;
+            return room;
+        }
+        *resp = again;
+    }
 }
 
 /// The reply to `req`, or `None` when the handler has put a successful reply into `out` itself.
@@ -49,6 +102,7 @@ async fn answer(
     req: &mut RemotingCommand,
     conn: ConnId,
     out: &mut OutQueue,
+    room: RequestRoom,
 ) -> Result<Option<RemotingCommand>, RequestError> {
     // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
     if req.version > version::V5_3_1 && state.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
@@ -58,26 +112,25 @@ async fn answer(
     if state.handed_over.load(std::sync::atomic::Ordering::Acquire) && crate::audit::audited(req.code).is_some() {
         return Err(RequestError::ShuttingDown);
     }
-    if let Some(Err(denied)) = state.access_control.as_ref().map(|acl| acl.check(req)) {
-        tracing::warn!(code = req.code, reason = %denied, "request refused by access control");
-        return Err(denied.into());
+    if let Some(acl) = &state.access_control {
+        check_signature(acl, req).await?;
     }
     let resp = match req.code {
-        request::GET_ROUTEINFO_BY_TOPIC => return query::answer_route_info(state, req, out).map(|()| None),
-        request::GET_BROKER_CLUSTER_INFO => Ok(query::get_broker_cluster_info(state)),
-        request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => query::get_all_topic_list(state),
-        request::GET_TOPICS_BY_CLUSTER => query::get_topics_by_cluster(state, req),
-        request::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(query::get_system_topic_list(state)),
+        request::GET_ROUTEINFO_BY_TOPIC => return query::answer_route_info(state, req, out),
+        request::GET_BROKER_CLUSTER_INFO => query::get_broker_cluster_info(state).await,
+        request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => query::get_all_topic_list(state).await,
+        request::GET_TOPICS_BY_CLUSTER => query::get_topics_by_cluster(state, req).await,
+        request::GET_SYSTEM_TOPIC_LIST_FROM_NS => query::get_system_topic_list(state).await,
         request::GET_UNIT_TOPIC_LIST
         | request::GET_HAS_UNIT_SUB_TOPIC_LIST
-        | request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => query::get_unit_topic_list(state, req.code),
+        | request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => query::get_unit_topic_list(state, req.code).await,
         request::GET_BROKER_MEMBER_GROUP => query::get_broker_member_group(state, req),
         request::REGISTER_BROKER => {
             let body = std::mem::take(&mut req.body);
-            broker::register_broker(state, req, body, conn).await
+            broker::register_broker(state, req, body, conn, room).await
         }
         request::UNREGISTER_BROKER => broker::unregister_broker(state, req),
-        request::REGISTER_TOPIC_IN_NAMESRV => broker::register_topic(state, req).await,
+        request::REGISTER_TOPIC_IN_NAMESRV => broker::register_topic(state, req, room).await,
         request::QUERY_DATA_VERSION => broker::query_data_version(state, req),
         request::BROKER_HEARTBEAT => Ok(broker::broker_heartbeat(state, req)),
         request::WIPE_WRITE_PERM_OF_BROKER => admin::write_perm_of_broker(state, req, true).await,
@@ -92,6 +145,23 @@ async fn answer(
         other => Err(RequestError::NotSupported(other)),
     }?;
     Ok(Some(resp))
+}
+
+/// A request's signature (`aclEnable`): checked here for a small request; a large body's HMAC (a
+/// registration's megabytes) is computed on the blocking pool, off the threads that answer lookups.
+async fn check_signature(acl: &std::sync::Arc<crate::acl::AccessControl>, req: &RemotingCommand) -> Result<(), RequestError> {
+    let checked = if req.body.len() <= crate::budget::SMALL_FRAME {
+        acl.check(req)
+    } else {
+        let (acl, code, ext, body) = (acl.clone(), req.code, req.ext_fields.clone(), req.body.clone());
+        crate::offload::on_blocking_pool(move || acl.check_parts(code, ext.as_ref(), &body))
+            .await
+            .ok_or(RequestError::ShuttingDown)?
+    };
+    checked.map_err(|denied| {
+        tracing::warn!(code = req.code, reason = %denied, "request refused by access control");
+        denied.into()
+    })
 }
 
 /// The route switches of a configuration.

@@ -1,6 +1,8 @@
 //! Route reads: GET_ROUTEINFO_BY_TOPIC, cluster info, topic lists, broker member groups.
 //!
 //! None of them locks, and a route lookup encodes nothing: it loads the current snapshot and copies its bytes.
+//! Admin reads (cluster info, topic lists) are whole-table bodies encoded once per snapshot, by the first
+//! request that asks, on the blocking pool; every other request shares its bytes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,18 +12,13 @@ use bytes::Bytes;
 use super::{bool_field, required, success};
 use crate::error::RequestError;
 use crate::json::{self, JsonStyle};
-use crate::protocol::codes::{request, response, version};
-use crate::protocol::java_hash;
+use crate::protocol::codes::{response, version};
 use crate::protocol::route_data::write_broker_addrs;
 use crate::remoting::{OutQueue, RemotingCommand};
 use crate::outbound::product_env::ProductEnv;
 use crate::route::encode::{encode_route_for_cluster_test, encode_route_for_zone};
-use crate::route::snapshot::{RouteBody, encode_topic_list};
+use crate::route::snapshot::{Encoded, RouteBody, TableBody, encode_topic_list};
 use crate::state::ServerState;
-
-/// `TopicSysFlag`: unit topic, and topic with a unit subscription.
-const FLAG_UNIT: i32 = 0x1;
-const FLAG_UNIT_SUB: i32 = 0x2;
 
 /// Java answers standard JSON to clients from 4.9.4 on, and to any client that asks for it.
 fn route_style(req: &RemotingCommand) -> JsonStyle {
@@ -41,12 +38,13 @@ fn requested_zone(req: &RemotingCommand) -> Option<&str> {
 }
 
 /// GET_ROUTEINFO_BY_TOPIC. The body is copied into `out` from the snapshot while it is held (see
-/// `OutQueue::push_with_body`); a zone's route is encoded for the request.
+/// `OutQueue::push_with_body`); a zone's route is encoded for the request. A body over the copy limit (a
+/// topic on a hundred brokers) is returned instead, to be queued with room of its own (`dispatch`).
 pub(super) fn answer_route_info(
     p: &ServerState,
     req: &RemotingCommand,
     out: &mut OutQueue,
-) -> Result<(), RequestError> {
+) -> Result<Option<RemotingCommand>, RequestError> {
     if let Some(product) = &p.product_env {
         return answer_cluster_test(p, product, req, out);
     }
@@ -65,17 +63,22 @@ pub(super) fn answer_route_info(
         (None, _) => None,
     };
     let body = body.ok_or_else(|| RequestError::TopicNotExist(topic.unwrap_or("null").to_string()))?;
-    push_route(req, out, body);
-    Ok(())
+    Ok(push_route(req, out, body))
 }
 
-/// The successful reply to a route lookup, unless it was one-way.
-fn push_route(req: &RemotingCommand, out: &mut OutQueue, body: &RouteBody) {
-    if !req.is_oneway() {
-        let mut resp = success();
-        resp.opaque = req.opaque;
-        out.push_with_body(&resp, &[&body.shared, &body.own]);
+/// The successful reply to a route lookup, unless it was one-way: queued when small, returned when not.
+fn push_route(req: &RemotingCommand, out: &mut OutQueue, body: &RouteBody) -> Option<RemotingCommand> {
+    if req.is_oneway() {
+        return None;
     }
+    let mut resp = success();
+    if body.shared.len() + body.own.len() > OutQueue::COPY_LIMIT {
+        resp.body = Bytes::from(body.to_vec());
+        return Some(resp);
+    }
+    resp.opaque = req.opaque;
+    out.push_with_body(&resp, &[&body.shared, &body.own]);
+    None
 }
 
 /// GET_ROUTEINFO_BY_TOPIC in cluster-test mode (`ClusterTestRequestProcessor#getRouteInfoByTopic`, which
@@ -86,99 +89,80 @@ fn answer_cluster_test(
     product: &Arc<ProductEnv>,
     req: &RemotingCommand,
     out: &mut OutQueue,
-) -> Result<(), RequestError> {
+) -> Result<Option<RemotingCommand>, RequestError> {
     let Some(topic) = req.ext("topic") else { return Err(RequestError::TopicNotExist("null".into())) };
     let zone = requested_zone(req);
     if let Some(body) = encode_route_for_cluster_test(&p.routes.load(), topic, zone) {
-        push_route(req, out, &body);
-        return Ok(());
+        return Ok(push_route(req, out, &body));
     }
     if req.is_oneway() {
-        return Ok(());
+        return Ok(None);
     }
-    product.spawn_lookup(topic, zone, req.opaque, out.late_replies())
+    product.spawn_lookup(topic, zone, req.opaque, out.late_replies()).map(|()| None)
 }
 
-pub(super) fn get_broker_cluster_info(p: &ServerState) -> RemotingCommand {
+/// `body` of the current snapshot: encoded by the first request that asks, on the blocking pool (O(table)),
+/// while any other asking meanwhile waits for it without holding a thread; shared by every later one.
+pub(crate) async fn table_body(p: &ServerState, body: TableBody) -> Result<Encoded, RequestError> {
+    let snapshot = p.routes.load_full();
+    let cell = snapshot.derived(body);
+    let encoded = cell
+        .get_or_try_init(|| {
+            let snapshot = snapshot.clone();
+            async move {
+                p.metrics.table_bodies_encoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                crate::offload::on_blocking_pool(move || snapshot.encode(body)).await.ok_or(RequestError::ShuttingDown)
+            }
+        })
+        .await?;
+    Ok(encoded.clone())
+}
+
+async fn with_table_body(p: &ServerState, body: TableBody) -> Result<RemotingCommand, RequestError> {
     let mut resp = success();
-    resp.body = p.routes.load().cluster_info_body();
-    resp
-}
-
-fn with_body(body: Vec<u8>) -> RemotingCommand {
-    let mut resp = success();
-    resp.body = Bytes::from(body);
-    resp
-}
-
-pub(super) fn get_all_topic_list(p: &ServerState) -> Result<RemotingCommand, RequestError> {
-    if !p.config.load().enable_all_topic_list {
-        return Err(RequestError::Disabled);
+    if let Encoded::One(bytes) = table_body(p, body).await? {
+        resp.body = bytes;
     }
-    let mut resp = success();
-    resp.body = p.routes.load().topic_list_body();
     Ok(resp)
 }
 
+pub(super) async fn get_broker_cluster_info(p: &ServerState) -> Result<RemotingCommand, RequestError> {
+    with_table_body(p, TableBody::ClusterInfo).await
+}
+
+pub(super) async fn get_all_topic_list(p: &ServerState) -> Result<RemotingCommand, RequestError> {
+    if !p.config.load().enable_all_topic_list {
+        return Err(RequestError::Disabled);
+    }
+    with_table_body(p, TableBody::TopicList).await
+}
+
 /// GET_TOPICS_BY_CLUSTER (header key `cluster`): topics with queues on any broker of the cluster.
-pub(super) fn get_topics_by_cluster(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) async fn get_topics_by_cluster(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
     if !p.config.load().enable_topic_list {
         return Err(RequestError::Disabled);
     }
     let cluster = required(req, "cluster")?;
-    let snapshot = p.routes.load();
-    let brokers: Vec<&Arc<str>> = snapshot.broker_names_of(cluster).collect();
-    let mut topics: Vec<&str> = snapshot
-        .topics
-        .iter()
-        .filter(|(_, route)| route.queue_datas.iter().any(|q| brokers.contains(&&q.broker_name)))
-        .map(|(t, _)| &**t)
-        .collect();
-    topics.sort_unstable();
-    Ok(with_body(encode_topic_list(topics, None)))
-}
-
-/// GET_SYSTEM_TOPIC_LIST_FROM_NS: every cluster and broker name (brokers create topics named after them),
-/// and one broker address to ask for the rest.
-pub(super) fn get_system_topic_list(p: &ServerState) -> RemotingCommand {
-    let snapshot = p.routes.load();
-    let mut names: Vec<&str> = Vec::new();
-    for (cluster, brokers) in snapshot.clusters.iter() {
-        names.push(cluster);
-        names.extend(brokers.iter().map(|b| &**b));
+    let mut resp = success();
+    resp.body = match table_body(p, TableBody::TopicsByCluster).await? {
+        Encoded::ByCluster(lists) => lists.get(cluster).cloned(),
+        Encoded::One(_) => None,
     }
-    names.sort_unstable();
-    names.dedup();
-    let mut brokers: Vec<_> = snapshot.brokers.iter().collect();
-    brokers.sort_by(|a, b| a.0.cmp(b.0));
-    let broker_addr = brokers.iter().find_map(|(_, b)| b.broker_addrs.values().next().map(|a| &**a));
-    with_body(encode_topic_list(names, broker_addr))
+    .unwrap_or_else(|| Bytes::from(encode_topic_list([], None)));
+    Ok(resp)
 }
 
-/// 311 (unit topics), 312 (topics with a unit subscription), 313 (those, but not unit topics themselves),
-/// judged by one queue data of each topic, as Java does: the one its HashMap of them yields first.
-pub(super) fn get_unit_topic_list(p: &ServerState, code: i32) -> Result<RemotingCommand, RequestError> {
+/// GET_SYSTEM_TOPIC_LIST_FROM_NS: every cluster and broker name, and one broker address.
+pub(super) async fn get_system_topic_list(p: &ServerState) -> Result<RemotingCommand, RequestError> {
+    with_table_body(p, TableBody::SystemTopics).await
+}
+
+/// 311, 312 and 313 (`RouteSnapshot`'s unit lists say how each is judged).
+pub(super) async fn get_unit_topic_list(p: &ServerState, code: i32) -> Result<RemotingCommand, RequestError> {
     if !p.config.load().enable_topic_list {
         return Err(RequestError::Disabled);
     }
-    let wanted = |flag: i32| match code {
-        request::GET_UNIT_TOPIC_LIST => flag & FLAG_UNIT != 0,
-        request::GET_HAS_UNIT_SUB_TOPIC_LIST => flag & FLAG_UNIT_SUB != 0,
-        _ => flag & FLAG_UNIT_SUB != 0 && flag & FLAG_UNIT == 0,
-    };
-    let snapshot = p.routes.load();
-    let mut topics: Vec<&str> = snapshot
-        .topics
-        .iter()
-        .filter(|(_, r)| {
-            let n = r.queue_datas.len();
-            let first = r.queue_datas.iter().min_by_key(|q| (java_hash::bucket(&q.broker_name, n), &q.broker_name));
-            first.is_some_and(|q| wanted(q.topic_sys_flag))
-        })
-        .map(|(t, _)| &**t)
-        .collect();
-    topics.sort_unstable();
-    Ok(with_body(encode_topic_list(topics, None)))
+    with_table_body(p, TableBody::UnitTopics(code)).await
 }
 
 /// GET_BROKER_MEMBER_GROUP: the current id → address map of a broker group. The cluster is echoed, not

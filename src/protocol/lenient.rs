@@ -106,19 +106,56 @@ pub fn scalar_to_string(v: serde_json::Value) -> Option<String> {
     }
 }
 
+/// A string field, as fastjson reads one: a number or boolean as its text, an array or object as its JSON
+/// text. Charged to the decoder's meter as it is built.
 pub fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let v: serde_json::Value = serde::Deserialize::deserialize(d)?;
-    Ok(scalar_to_string(v))
+    let v = <crate::protocol::meter::ChargedValue as serde::Deserialize>::deserialize(d)?.0;
+    // A string was charged as it was read; anything else is turned into text now.
+    let charged = matches!(v, serde_json::Value::String(_));
+    let text = scalar_to_string(v);
+    if let Some(t) = text.as_ref().filter(|_| !charged) {
+        crate::protocol::meter::charge_de(crate::protocol::meter::alloc_cost(t.len()))?;
+    }
+    Ok(text)
 }
 
 /// Rewrites fastjson's bare numeric object keys (`{0:"a"}`) as quoted keys, leaving everything else as is.
-/// Returns `None` when the text has no such key, so callers only pay for a copy when one is needed.
+/// Returns `None` when the text has no such key, so callers only pay for a copy when one is needed, and
+/// when it nests deeper than serde_json reads (it would fail anyway). The copy is charged to the decoder's
+/// meter at its exact size before it is made (`None` when that is over the allowance).
 pub fn quote_bare_keys(text: &[u8]) -> Option<Vec<u8>> {
-    let mut out: Option<Vec<u8>> = None;
+    let mut count = 0;
+    for_each_bare_key(text, |_, _| count += 1)?;
+    if count == 0 {
+        return None;
+    }
+    let len = text.len() + 2 * count;
+    crate::protocol::meter::charge(crate::protocol::meter::alloc_cost(len)).ok()?;
+    let mut out = Vec::with_capacity(len);
+    let mut copied = 0;
+    for_each_bare_key(text, |start, end| {
+        out.extend_from_slice(&text[copied..start]);
+        out.push(b'"');
+        out.extend_from_slice(&text[start..end]);
+        out.push(b'"');
+        copied = end;
+    })?;
+    out.extend_from_slice(&text[copied..]);
+    Some(out)
+}
+
+/// serde_json's nesting limit.
+const MAX_DEPTH: u32 = 128;
+
+/// Calls `bare` with the start and end of each bare numeric object key, in order; `None` when the text nests
+/// deeper than [`MAX_DEPTH`].
+fn for_each_bare_key(text: &[u8], mut bare: impl FnMut(usize, usize)) -> Option<()> {
     let mut in_string = false;
     let mut escaped = false;
-    // After `{` or `,` inside an object we expect a key; the stack remembers object vs array nesting.
-    let mut stack: Vec<u8> = Vec::new();
+    // After `{` or `,` inside an object we expect a key; one bit a level says object (1) or array (0).
+    let mut objects: u128 = 0;
+    let mut depth: u32 = 0;
+    let in_object = |objects: u128, depth: u32| depth > 0 && objects >> (depth - 1) & 1 == 1;
     let mut expect_key = false;
     let mut i = 0;
     while i < text.len() {
@@ -137,34 +174,27 @@ pub fn quote_bare_keys(text: &[u8]) -> Option<Vec<u8>> {
                     in_string = true;
                     expect_key = false;
                 }
-                b'{' => {
-                    stack.push(b'{');
-                    expect_key = true;
-                }
-                b'[' => {
-                    stack.push(b'[');
-                    expect_key = false;
+                b'{' | b'[' => {
+                    if depth == MAX_DEPTH {
+                        return None;
+                    }
+                    let bit = 1u128 << depth;
+                    objects = if b == b'{' { objects | bit } else { objects & !bit };
+                    depth += 1;
+                    expect_key = b == b'{';
                 }
                 b'}' | b']' => {
-                    stack.pop();
+                    depth = depth.saturating_sub(1);
                     expect_key = false;
                 }
-                b',' => expect_key = stack.last() == Some(&b'{'),
+                b',' => expect_key = in_object(objects, depth),
                 b' ' | b'\t' | b'\r' | b'\n' => {}
                 b'-' | b'0'..=b'9' if expect_key => {
-                    let start = i;
                     let mut end = i + 1;
                     while end < text.len() && text[end].is_ascii_digit() {
                         end += 1;
                     }
-                    let buf = out.get_or_insert_with(|| {
-                        let mut v = Vec::with_capacity(text.len() + 16);
-                        v.extend_from_slice(&text[..start]);
-                        v
-                    });
-                    buf.push(b'"');
-                    buf.extend_from_slice(&text[start..end]);
-                    buf.push(b'"');
+                    bare(i, end);
                     expect_key = false;
                     i = end;
                     continue;
@@ -172,12 +202,9 @@ pub fn quote_bare_keys(text: &[u8]) -> Option<Vec<u8>> {
                 _ => expect_key = false,
             }
         }
-        if let Some(buf) = out.as_mut() {
-            buf.push(b);
-        }
         i += 1;
     }
-    out
+    Some(())
 }
 
 /// Parses JSON as fastjson would accept it: strict first, then once more with bare keys quoted.

@@ -4,6 +4,7 @@ pub mod codes;
 pub mod data_version;
 pub mod java_hash;
 pub mod lenient;
+pub mod meter;
 pub mod register_body;
 pub mod remote_route;
 pub mod route_data;

@@ -5,13 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 
 use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 
 use super::data_version::DataVersion;
 use super::lenient;
+use super::meter::{self, ChargedString, OverAllowance};
 use super::static_topic::TopicQueueMappingInfo;
 
 /// Inflated registration bodies larger than this are refused (a zlib bomb must not exhaust memory).
@@ -63,8 +64,8 @@ pub struct RegisterBrokerBody {
 }
 
 /// A REGISTER_BROKER body as it arrived, with what its header says about it. Decoding a whole topic table
-/// takes tens of milliseconds at 100,000 topics, so it is left to the route writer, off the threads that
-/// answer lookups.
+/// takes tens of milliseconds at 100,000 topics: its handler runs it on the blocking pool, off the threads
+/// that answer lookups, within the room its request holds in the memory budget.
 #[derive(Debug, Clone)]
 pub struct ReceivedBody {
     pub bytes: bytes::Bytes,
@@ -77,12 +78,35 @@ pub struct ReceivedBody {
 }
 
 impl ReceivedBody {
-    /// Checks the CRC, then decodes; the bytes are freed as soon as they are decoded.
-    pub fn decode(self) -> Result<RegisterBrokerBody, BodyError> {
+    /// Checks the CRC, then decodes, building at most `allowance` bytes (see `meter`); returns the body and
+    /// the bytes it built, which it keeps until it is applied.
+    pub fn decode_within(&self, allowance: usize) -> Result<(RegisterBrokerBody, usize), BodyError> {
         if self.crc32 != 0 && (crc32fast::hash(&self.bytes) & 0x7FFF_FFFF) as i32 != self.crc32 {
             return Err(BodyError::CrcMismatch);
         }
-        RegisterBrokerBody::decode(&self.bytes, self.compressed, self.version)
+        let (decoded, used) = meter::metered(allowance, || {
+            RegisterBrokerBody::decode(&self.bytes, self.compressed, self.version)
+        })?;
+        Ok((decoded?, used))
+    }
+
+    /// Whether the body is zlib (5.x brokers deflate with `compressedRegister` but may not set the flag).
+    pub fn is_compressed(&self) -> bool {
+        self.compressed || self.bytes.first() == Some(&0x78)
+    }
+
+    /// What decoding a JSON body is first allowed to build: a Java broker's table parses to under 3/5 of
+    /// its size (`java_bodies_decode_within_their_first_allowance`). One that needs more is decoded again
+    /// with more room, if there is some.
+    pub fn json_allowance(&self) -> usize {
+        (self.bytes.len() / 4 * 3).max(16 * 1024)
+    }
+
+    /// What decoding a compressed body builds at most, read off its inflated items without keeping any
+    /// (an inflate's CPU, no memory but the inflater's): how much a body inflates cannot be told from its
+    /// size (a table of similar names inflates 30-fold, a bomb a thousandfold).
+    pub fn compressed_need(&self) -> Result<usize, BodyError> {
+        compressed_need(&self.bytes, self.version)
     }
 }
 
@@ -97,6 +121,8 @@ pub enum BodyError {
     Compressed(String),
     #[error("compressed registration body inflates beyond {MAX_INFLATED_BODY} bytes")]
     TooLarge,
+    #[error(transparent)]
+    OverAllowance(#[from] OverAllowance),
 }
 
 #[derive(Deserialize, Default)]
@@ -106,8 +132,8 @@ struct WrapperJson {
     data_version: Option<DataVersion>,
     #[serde(default, deserialize_with = "topic_config_table")]
     topic_config_table: Vec<TopicConfig>,
-    #[serde(default)]
-    topic_queue_mapping_info_map: Option<BTreeMap<String, TopicQueueMappingInfo>>,
+    #[serde(default, deserialize_with = "meter::opt_btree")]
+    topic_queue_mapping_info_map: Option<BTreeMap<ChargedString, TopicQueueMappingInfo>>,
 }
 
 impl WrapperJson {
@@ -116,7 +142,12 @@ impl WrapperJson {
             data_version: self.data_version.unwrap_or_default(),
             topic_configs: self.topic_config_table,
             filter_server_list,
-            topic_queue_mappings: self.topic_queue_mapping_info_map.unwrap_or_default().into_iter().collect(),
+            topic_queue_mappings: self
+                .topic_queue_mapping_info_map
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(topic, info)| (topic.0, info))
+                .collect(),
         }
     }
 }
@@ -126,7 +157,7 @@ impl WrapperJson {
 struct BodyJson {
     #[serde(default)]
     topic_config_serialize_wrapper: Option<WrapperJson>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "meter::opt_strings")]
     filter_server_list: Option<Vec<String>>,
 }
 
@@ -143,8 +174,10 @@ fn topic_config_table<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<TopicConfig
             Ok(Vec::new())
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1 << 16));
+            let mut out = Vec::new();
+            meter::reserve_exact(&mut out, meter::take_len_hint()).map_err(serde::de::Error::custom)?;
             while let Some((_, tc)) = map.next_entry::<serde::de::IgnoredAny, TopicConfig>()? {
+                meter::reserve_one(&mut out).map_err(serde::de::Error::custom)?;
                 out.push(tc);
             }
             Ok(out)
@@ -159,6 +192,20 @@ impl RegisterBrokerBody {
         if body.is_empty() {
             return Ok(Self::default());
         }
+        if compressed || body.first() == Some(&0x78) {
+            return Self::decode_any(body, compressed, version);
+        }
+        // serde_json unescapes a string into a scratch buffer, which grows to the longest one.
+        let scratch = meter::alloc_cost(meter::longest_quoted_run(body));
+        meter::charge(scratch)?;
+        // Java writes every topic config's `topicName`: the table's length, for a list of the right size.
+        meter::set_len_hint(memchr::memmem::find_iter(body, b"\"topicName\"").count());
+        let decoded = Self::decode_any(body, compressed, version);
+        meter::release(scratch);
+        decoded
+    }
+
+    fn decode_any(body: &[u8], compressed: bool, version: i32) -> Result<Self, BodyError> {
         if version < super::codes::version::V3_0_11 {
             return parse_wrapper_json(body).map(|w| w.into_body(None));
         }
@@ -183,81 +230,182 @@ fn parse_body_json(body: &[u8]) -> Result<RegisterBrokerBody, BodyError> {
     Ok(b.topic_config_serialize_wrapper.unwrap_or_default().into_body(b.filter_server_list))
 }
 
-struct Cursor<'a> {
-    data: &'a [u8],
+/// The inflated body, read item by item (`int32 length | bytes`): only the item being read is held, never
+/// the whole inflated body.
+struct Inflated<'a> {
+    reader: BufReader<std::io::Take<flate2::read::ZlibDecoder<&'a [u8]>>>,
+    item: Vec<u8>,
 }
 
-impl<'a> Cursor<'a> {
+/// What an inflater holds while it runs: its 32 KiB window, its state and the reader's buffer.
+const INFLATER_COST: usize = 64 * 1024;
+
+impl<'a> Inflated<'a> {
+    fn new(body: &'a [u8]) -> Result<Self, BodyError> {
+        meter::charge(INFLATER_COST)?;
+        let reader = BufReader::new(flate2::read::ZlibDecoder::new(body).take(MAX_INFLATED_BODY + 1));
+        Ok(Inflated { reader, item: Vec::new() })
+    }
+
+    fn read(&mut self, n: usize, what: &str) -> Result<(), BodyError> {
+        if n > self.item.capacity() {
+            meter::charge(meter::alloc_cost(n))?;
+            meter::release(meter::alloc_cost(self.item.capacity()));
+            self.item = Vec::with_capacity(n);
+        }
+        self.item.clear();
+        let got = (&mut self.reader).take(n as u64).read_to_end(&mut self.item).map_err(inflate_error)?;
+        if got < n {
+            return Err(self.truncated(what));
+        }
+        Ok(())
+    }
+
+    /// Truncation is the inflated body's end, or the inflate limit cut it short.
+    fn truncated(&mut self, what: &str) -> BodyError {
+        if self.reader.get_ref().limit() == 0 {
+            return BodyError::TooLarge;
+        }
+        BodyError::Compressed(format!("truncated at {what}"))
+    }
+
     fn int(&mut self, what: &str) -> Result<i32, BodyError> {
-        if self.data.len() < 4 {
-            return Err(BodyError::Compressed(format!("truncated at {what}")));
-        }
-        let (head, rest) = self.data.split_at(4);
-        self.data = rest;
-        Ok(i32::from_be_bytes([head[0], head[1], head[2], head[3]]))
+        self.read(4, what)?;
+        Ok(i32::from_be_bytes([self.item[0], self.item[1], self.item[2], self.item[3]]))
     }
 
-    fn chunk(&mut self, what: &str) -> Result<&'a [u8], BodyError> {
+    fn chunk(&mut self, what: &str) -> Result<&[u8], BodyError> {
         let len = self.int(what)?;
-        if len < 0 || len as usize > self.data.len() {
-            return Err(BodyError::Compressed(format!("{what} length {len} out of bounds")));
+        let len = usize::try_from(len).map_err(|_| BodyError::Compressed(format!("{what} length {len} out of bounds")))?;
+        if len as u64 > MAX_INFLATED_BODY {
+            return Err(BodyError::TooLarge);
         }
-        let (head, rest) = self.data.split_at(len as usize);
-        self.data = rest;
-        Ok(head)
+        self.read(len, what)?;
+        Ok(&self.item)
+    }
+
+    fn at_end(&mut self) -> Result<bool, BodyError> {
+        Ok(self.reader.fill_buf().map_err(inflate_error)?.is_empty())
+    }
+
+    /// Reads what is left, to refuse a body that inflates beyond the limit after its last item, as a body
+    /// inflated whole would be; then the inflater and the item buffer are freed.
+    fn finish(mut self) -> Result<(), BodyError> {
+        std::io::copy(&mut self.reader, &mut std::io::sink()).map_err(inflate_error)?;
+        meter::release(INFLATER_COST + meter::alloc_cost(self.item.capacity()));
+        if self.reader.get_ref().limit() == 0 { Err(BodyError::TooLarge) } else { Ok(()) }
     }
 }
 
-fn decode_compressed(body: &[u8], version: i32) -> Result<RegisterBrokerBody, BodyError> {
-    let mut inflated = Vec::new();
-    flate2::read::ZlibDecoder::new(body)
-        .take(MAX_INFLATED_BODY + 1)
-        .read_to_end(&mut inflated)
-        .map_err(|e| BodyError::Compressed(e.to_string()))?;
-    if inflated.len() as u64 > MAX_INFLATED_BODY {
-        return Err(BodyError::TooLarge);
-    }
-    let mut cur = Cursor { data: &inflated };
-    let data_version = DataVersion::parse(cur.chunk("dataVersion")?)
-        .map_err(|e| BodyError::Compressed(format!("dataVersion: {e}")))?;
-    let count = cur.int("topic count")?;
+fn inflate_error(e: std::io::Error) -> BodyError {
+    BodyError::Compressed(e.to_string())
+}
+
+/// The most a vector of `n` elements of `size` bytes holds while it grows to them (old and new buffer).
+fn vec_peak(n: usize, size: usize) -> usize {
+    let cap = n.next_power_of_two().max(4);
+    meter::alloc_cost(cap * size) + meter::alloc_cost(cap / 2 * size)
+}
+
+/// What `decode_compressed` builds at most (the module's meter holds it to this): see
+/// [`ReceivedBody::compressed_need`].
+fn compressed_need(body: &[u8], version: i32) -> Result<usize, BodyError> {
+    let mut inflated = Inflated::new(body)?;
+    inflated.chunk("dataVersion")?;
+    let count = inflated.int("topic count")?;
     if count < 0 {
         return Err(BodyError::Compressed(format!("negative topic count {count}")));
     }
-    let mut topic_configs = Vec::with_capacity((count as usize).min(cur.data.len() / 4));
+    let (mut topics, mut names) = (0usize, 0usize);
     for _ in 0..count {
-        let text = std::str::from_utf8(cur.chunk("topic config")?)
-            .map_err(|_| BodyError::Compressed("topic config is not UTF-8".into()))?;
-        topic_configs.push(parse_topic_config_text(text)?);
+        let text = inflated.chunk("topic config")?;
+        names += meter::alloc_cost(text.iter().position(|b| *b == b' ').unwrap_or(text.len()));
+        topics += 1;
     }
-    let filters: Vec<String> = serde_json::from_slice(cur.chunk("filter server list")?)
+    // A list of strings, or one mapping's text, builds at most 16 times its size (an empty string is a
+    // 24-byte slot for 3 bytes, in a vector that may be twice as long as needed).
+    let mut lists = 16 * inflated.chunk("filter server list")?.len() + 64;
+    let mut mappings = 0usize;
+    if version >= super::codes::version::V5_0_0 && !inflated.at_end()? {
+        let count = inflated.int("mapping count")?;
+        for _ in 0..count.max(0) {
+            lists += 16 * inflated.chunk("mapping")?.len() + 64;
+            mappings += 1;
+        }
+    }
+    let item = meter::alloc_cost(inflated.item.capacity());
+    inflated.finish()?;
+    Ok(INFLATER_COST
+        + item
+        + vec_peak(topics, size_of::<TopicConfig>())
+        + names
+        + lists
+        + vec_peak(mappings, size_of::<(String, TopicQueueMappingInfo)>()))
+}
+
+fn decode_compressed(body: &[u8], version: i32) -> Result<RegisterBrokerBody, BodyError> {
+    let mut inflated = Inflated::new(body)?;
+    let data_version = DataVersion::parse(inflated.chunk("dataVersion")?)
+        .map_err(|e| BodyError::Compressed(format!("dataVersion: {e}")))?;
+    let count = inflated.int("topic count")?;
+    if count < 0 {
+        return Err(BodyError::Compressed(format!("negative topic count {count}")));
+    }
+    let mut topic_configs = Vec::new();
+    for _ in 0..count {
+        let text = std::str::from_utf8(inflated.chunk("topic config")?)
+            .map_err(|_| BodyError::Compressed("topic config is not UTF-8".into()))?;
+        let config = parse_topic_config_text(text)?;
+        meter::reserve_one(&mut topic_configs)?;
+        topic_configs.push(config);
+    }
+    let filters = inflated.chunk("filter server list")?;
+    meter::charge(meter::alloc_cost(meter::longest_quoted_run(filters)))?;
+    let filters: FilterServers = serde_json::from_slice(filters)
         .map_err(|e| BodyError::Compressed(format!("filter server list: {e}")))?;
     let mut topic_queue_mappings = Vec::new();
-    if version >= super::codes::version::V5_0_0 && !cur.data.is_empty() {
-        let count = cur.int("mapping count")?;
+    if version >= super::codes::version::V5_0_0 && !inflated.at_end()? {
+        let count = inflated.int("mapping count")?;
         for _ in 0..count.max(0) {
-            let info: TopicQueueMappingInfo = lenient::from_fastjson_slice(cur.chunk("mapping")?)
+            let info: TopicQueueMappingInfo = lenient::from_fastjson_slice(inflated.chunk("mapping")?)
                 .map_err(|e| BodyError::Compressed(format!("topic queue mapping: {e}")))?;
             if let Some(topic) = info.topic.clone() {
+                meter::reserve_one(&mut topic_queue_mappings)?;
+                meter::charge(meter::alloc_cost(topic.len()))?;
                 topic_queue_mappings.push((topic, info));
             }
         }
     }
-    Ok(RegisterBrokerBody { data_version, topic_configs, filter_server_list: Some(filters), topic_queue_mappings })
+    inflated.finish()?;
+    Ok(RegisterBrokerBody { data_version, topic_configs, filter_server_list: Some(filters.0), topic_queue_mappings })
+}
+
+/// A filter server list, its strings charged.
+struct FilterServers(Vec<String>);
+
+impl<'de> Deserialize<'de> for FilterServers {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        meter::strings(d).map(FilterServers)
+    }
 }
 
 /// `name read write perm filterType [attributes]`, split on single spaces (`TopicConfig.decode`).
 /// `topicSysFlag` is not carried in this form and reads as 0.
 fn parse_topic_config_text(text: &str) -> Result<TopicConfig, BodyError> {
-    let fields: Vec<&str> = text.split(' ').collect();
+    let fields: Vec<&str> = text.splitn(6, ' ').collect();
     if fields.len() < 5 {
+        let text = crate::error::shown(text, 256);
         return Err(BodyError::Compressed(format!("topic config {text:?} has fewer than five fields")));
     }
     let int = |s: &str| {
         lenient::parse_java_long(s)
             .and_then(|v| i32::try_from(v).ok())
-            .ok_or_else(|| BodyError::Compressed(format!("topic config {text:?}: {s:?} is not an int")))
+            .ok_or_else(|| {
+                let (text, s) = (crate::error::shown(text, 256), crate::error::shown(s, 64));
+                BodyError::Compressed(format!("topic config {text:?}: {s:?} is not an int"))
+            })
     };
+    meter::charge(meter::alloc_cost(fields[0].len()))?;
     Ok(TopicConfig {
         topic_name: Some(fields[0].to_string()),
         read_queue_nums: int(fields[1])?,
@@ -336,6 +484,60 @@ mod tests {
         assert_eq!(decoded.data_version, dv);
         assert_eq!(decoded.topic_configs, vec![topic_test()]);
         assert_eq!(decoded.filter_server_list, Some(vec!["10.0.0.1:30000".to_string()]));
+    }
+
+    /// A Java broker's body, JSON or compressed, of any size and topic names short or long, decodes within
+    /// the allowance its request is first given (what the memory budget reserves for it).
+    #[test]
+    fn java_bodies_decode_within_their_first_allowance() {
+        let dv = DataVersion { counter: 7, state_version: 0, timestamp: 1_700_000_000_000 };
+        for (count, name) in [(1, "t"), (30, "t"), (1000, "t"), (100_000, "t"), (100_000, "topic-with-a-longer-name")] {
+            let topics: Vec<TopicConfig> = (0..count).map(|i| TopicConfig::new(format!("{name}{i}"), 8, 8, 6)).collect();
+            for compressed in [false, true] {
+                let bytes = if compressed {
+                    crate::testing::register_body_compressed(&dv, &topics, &[])
+                } else {
+                    crate::testing::register_body_json(&dv, &topics)
+                };
+                let received = ReceivedBody { bytes: bytes.into(), compressed, version: 479, crc32: 0 };
+                let allowance = if compressed {
+                    received.compressed_need().expect("a need")
+                } else {
+                    received.json_allowance()
+                };
+                let (body, held) = received.decode_within(allowance).expect("decoded within its first allowance");
+                assert_eq!(body.topic_configs.len(), count);
+                println!("{count} x {name:?} compressed={compressed}: {} bytes, kept {held}, allowed {allowance}", received.bytes.len());
+            }
+        }
+    }
+
+    /// A body that builds more than it is allowed is stopped, whatever its shape: a zlib bomb, tiny topic
+    /// configs, an array where a topic name should be.
+    #[test]
+    fn hostile_bodies_are_stopped_at_their_allowance() {
+        let dv = DataVersion::default();
+        let tiny: Vec<TopicConfig> = (0..200_000).map(|i| TopicConfig::new(format!("{i}"), 1, 1, 6)).collect();
+        let bomb = crate::testing::register_body_compressed(&dv, &tiny, &[]);
+        let mut array = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"a":{"topicName":["#.to_vec();
+        array.extend(std::iter::repeat_n(&b"1,"[..], 100_000).flatten());
+        array.extend_from_slice(br#"1]}}}}"#);
+        let mut nameless = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"#.to_vec();
+        nameless.extend((0..100_000).flat_map(|i| format!(r#""{i}":{{}},"#).into_bytes()));
+        nameless.extend_from_slice(br#""x":{}}}}"#);
+        for (what, bytes, compressed) in [("bomb", bomb, true), ("array", array, false), ("nameless", nameless, false)] {
+            let received = ReceivedBody { bytes: bytes.into(), compressed, version: 479, crc32: 0 };
+            let allowance = if compressed { 24 * received.bytes.len() } else { received.json_allowance() };
+            let stopped = received.decode_within(allowance);
+            assert!(matches!(stopped, Err(BodyError::OverAllowance(_))), "{what}: {stopped:?}");
+            if compressed {
+                let need = received.compressed_need().expect("a need");
+                assert!(received.decode_within(need).is_ok(), "{what}: decoded within its need of {need}");
+            }
+            // Given what it needs, it decodes (the meter counted what it builds, not more).
+            let (_, held) = received.decode_within(64 << 20).expect("decoded with room enough");
+            println!("{what}: {} bytes, kept {held}, first allowed {allowance}", received.bytes.len());
+        }
     }
 
     #[test]

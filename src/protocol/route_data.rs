@@ -205,7 +205,7 @@ impl TopicRouteParts<'_> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueDatasOnly {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::protocol::meter::opt_vec")]
     pub queue_datas: Option<Vec<QueueDataJson>>,
 }
 

@@ -24,7 +24,7 @@ pub struct TopicQueueMappingInfo {
     #[serde(default, deserialize_with = "lenient::bool_or_false")]
     pub dirty: bool,
     /// Logical queue id → physical queue id.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::protocol::meter::opt_btree")]
     pub curr_id_map: Option<BTreeMap<i32, i32>>,
 }
 

@@ -104,6 +104,11 @@ impl PartialEq for ExtFields {
 impl Eq for ExtFields {}
 
 impl ExtFields {
+    /// The most fields a decoded header may have (a client sends a dozen or two): a 16 MiB header of
+    /// millions of tiny fields would take several times its size to index and sign. A header with more is
+    /// undecodable, and its connection closed. (Java takes any number.)
+    pub const MAX: usize = 65_536;
+
     pub fn new() -> Self {
         ExtFields::default()
     }
@@ -144,7 +149,6 @@ impl ExtFields {
         self.frame = header;
     }
 
-    #[cfg(any(test, feature = "testing"))]
     pub fn len(&self) -> usize {
         self.fields.len()
     }

@@ -19,10 +19,13 @@ pub enum HeaderError {
     Truncated(&'static str),
     #[error("binary header field {0} has a negative length")]
     NegativeLength(&'static str),
+    #[error("more than {} extFields", ExtFields::MAX)]
+    TooManyFields,
 }
 
-/// A header whose frame has a body over this gets a buffer of its own.
-const SHARED_HEADER_MAX_BODY: usize = 64 * 1024;
+/// A header whose frame has a body over this gets a buffer of its own (a frame over 16 KiB has room of
+/// its own in the memory budget only until its request is processed).
+const SHARED_HEADER_MAX_BODY: usize = 16 * 1024;
 
 /// Turns a frame into a command; the body and the header's field text are shared, not copied. Except
 /// behind a large body: the fields would keep the frame's whole buffer (a registration's megabytes, which
@@ -36,6 +39,19 @@ pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
     };
     cmd.body = frame.body;
     Ok(cmd)
+}
+
+/// The header of the frame `src` starts with, decoded before the rest of the frame has arrived (whose is
+/// the large frame waiting for room?); `None` until the whole header is there, or when it is malformed.
+pub fn peek_header(src: &[u8]) -> Option<RemotingCommand> {
+    let word = u32::from_be_bytes(src.get(4..8)?.try_into().ok()?);
+    let header = src.get(8..8 + (word & 0x00FF_FFFF) as usize)?;
+    let serialize_type = match word >> 24 {
+        0 => SerializeType::Json,
+        1 => SerializeType::RocketMq,
+        _ => return None,
+    };
+    decode_command(RawFrame { serialize_type, header: Bytes::copy_from_slice(header), body: Bytes::new() }).ok()
 }
 
 /// A cursor over a binary header; every read checks the length first.
@@ -106,6 +122,9 @@ fn decode_binary_frame(header: Bytes) -> Result<RemotingCommand, HeaderError> {
             let val_len = i32::from_be_bytes(map.array("extFields value length")?) as i64;
             let value = map.string(val_len, "extFields value")?;
             let (Some(key), Some(value)) = (key, value) else { continue };
+            if ext.len() == ExtFields::MAX {
+                return Err(HeaderError::TooManyFields);
+            }
             match (std::str::from_utf8(&header[key.clone()]), std::str::from_utf8(&header[value.clone()])) {
                 (Ok(_), Ok(_)) => ext.push_frame_span(key, value),
                 _ => ext.push(&lossy(&header[key]), &lossy(&header[value])),

@@ -281,6 +281,9 @@ fn ext_fields(r: &mut Reader<'_>) -> Result<Option<ExtFields>, HeaderError> {
         r.expect(b':')?;
         let value = r.value()?;
         let key = utf8(&key)?;
+        if ext.len() == ExtFields::MAX {
+            return Err(err(format!("more than {} extFields", ExtFields::MAX)));
+        }
         match value {
             Value::Str(v) => ext.push(key, &v),
             Value::Raw(v) => ext.push(key, v),

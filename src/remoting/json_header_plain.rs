@@ -187,6 +187,10 @@ impl<'a> Scan<'a> {
                 return None;
             }
             if !self.null() {
+                // Too many: the general reader says so.
+                if ext.len() == ExtFields::MAX {
+                    return None;
+                }
                 ext.push_frame_span(key, self.plain_range()?);
             }
             match self.next()? {

@@ -3,7 +3,8 @@
 //! A reply is copied into one contiguous buffer with the others of its batch (a route body is about a
 //! kilobyte: the copy costs far less than a slice of a vectored write, which the kernel walks and copies
 //! anyway), and the batch goes out in one write. A body over `COPY_LIMIT` (a large cluster info or topic
-//! list) goes out as its own slice, straight from the snapshot's shared bytes.
+//! list) goes out as its own slice, straight from the snapshot's shared bytes, with the room it holds in the
+//! memory budget's replies pool until it is written (`push_large`).
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -13,10 +14,13 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::{RemotingCommand, SerializeType};
+use crate::budget::Charge;
 
 pub struct OutQueue {
     serialize_type: SerializeType,
     chunks: VecDeque<Bytes>,
+    /// The room of the large bodies among `chunks`, given back once everything is written.
+    held: Vec<Charge>,
     scratch: BytesMut,
     /// Replies that tasks of their own answer later (cluster-test lookups), out of order as Java's are;
     /// made when the connection first needs them.
@@ -28,8 +32,6 @@ struct LateReplies {
     rx: mpsc::UnboundedReceiver<RemotingCommand>,
 }
 
-/// Bodies up to this size are copied into the write buffer.
-const COPY_LIMIT: usize = 16 * 1024;
 /// A write buffer grown past this by a large batch is not kept for the next one.
 const MAX_IDLE_WRITE_BUFFER: usize = 64 * 1024;
 /// Room for a reply's frame prefix and header when a reply is queued (more if its header needs it).
@@ -38,9 +40,30 @@ const HEADER_ROOM: usize = 256;
 const MAX_IOVECS: usize = 64;
 
 impl OutQueue {
+    /// Bodies up to this size are copied into the write buffer; larger ones need room of their own.
+    pub const COPY_LIMIT: usize = 16 * 1024;
+
     /// Replies are written with `serialize_type`'s header (`rocketmq.serialize.type`), whatever the request's.
     pub fn new(serialize_type: SerializeType) -> Self {
-        OutQueue { serialize_type, chunks: VecDeque::new(), scratch: BytesMut::new(), late: None }
+        OutQueue { serialize_type, chunks: VecDeque::new(), held: Vec::new(), scratch: BytesMut::new(), late: None }
+    }
+
+    /// Bytes queued and not written yet.
+    pub fn pending_bytes(&self) -> usize {
+        self.scratch.len() + self.chunks.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    /// Whether a large body (one with room of its own) waits to be written.
+    pub fn holds_large(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Queues a reply whose body is over `COPY_LIMIT`, with the room it holds until it is written.
+    pub fn push_large(&mut self, resp: &RemotingCommand, room: Charge) {
+        self.push(resp);
+        if room.bytes() > 0 {
+            self.held.push(room);
+        }
     }
 
     /// Where a task answering a request later sends its reply (with the request's opaque).
@@ -74,7 +97,7 @@ impl OutQueue {
     /// topics would write, are not touched.
     pub fn push_with_body(&mut self, resp: &RemotingCommand, body: &[&Bytes]) {
         let body_len = body.iter().map(|part| part.len()).sum();
-        let copied = body_len <= COPY_LIMIT;
+        let copied = body_len <= Self::COPY_LIMIT;
         // Room for the whole reply at once: a fresh buffer would otherwise grow by doubling, a reallocation
         // and a copy each time, on every new connection.
         self.scratch.reserve(HEADER_ROOM + if copied { body_len } else { 0 });
@@ -89,7 +112,16 @@ impl OutQueue {
         }
     }
 
+    /// Writes everything queued; the room of large bodies is given back once they are written.
     pub async fn flush<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
+        let written = self.write(stream).await;
+        if written.is_ok() {
+            self.held.clear();
+        }
+        written
+    }
+
+    async fn write<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
         if self.chunks.is_empty() {
             // The common case: one buffer, one write, and the buffer kept for the next batch.
             let result = stream.write_all(&self.scratch).await;
@@ -130,7 +162,7 @@ mod tests {
     /// A body in parts, small or large, reaches the peer as the one body its frame announces.
     #[tokio::test]
     async fn parts_are_written_as_one_body() {
-        for part_len in [3, COPY_LIMIT] {
+        for part_len in [3, OutQueue::COPY_LIMIT] {
             let mut out = OutQueue::new(SerializeType::Json);
             let (a, b) = (Bytes::from(vec![b'a'; part_len]), Bytes::from(vec![b'b'; 5]));
             let mut resp = RemotingCommand::response(0, None);

@@ -182,6 +182,7 @@ impl<'a> RouteBuilder<'a> {
                 self.index.remove(broker);
             }
         }
+        self.drop_mapping(topic, broker);
         self.changed = true;
     }
 
@@ -284,9 +285,15 @@ impl<'a> RouteBuilder<'a> {
         self.changed = true;
     }
 
-    /// Stores a broker's share of a static topic (keyed by the mapping's own broker name, as Java does).
+    /// Stores a broker's share of a static topic, keyed by the mapping's own broker name as Java does, but
+    /// only under a broker that has queues for the topic: it goes when they go (`remove_queue_data`), so
+    /// mappings are never more than the queue data they belong to. (Java keeps every mapping ever sent,
+    /// under whatever name it carries; COMPATIBILITY.md.)
     fn put_mapping(&mut self, topic: &str, info: &crate::protocol::TopicQueueMappingInfo) {
         let Some(bname) = info.bname.as_deref() else { return };
+        if self.queue_config(topic, bname).is_none() {
+            return;
+        }
         let current = self.next.mappings.get(topic);
         if current.and_then(|m| m.get(bname)) == Some(info) {
             return;
@@ -296,6 +303,24 @@ impl<'a> RouteBuilder<'a> {
         let topic: Arc<str> = Arc::from(topic);
         self.next.mappings.insert(topic.clone(), Arc::new(mappings));
         self.dirty_topics.insert(topic);
+        self.changed = true;
+    }
+
+    /// Removes `broker`'s share of the static topic `topic`, if it has one.
+    fn drop_mapping(&mut self, topic: &str, broker: &str) {
+        let Some((key, current)) = self.next.mappings.get_key_value(topic) else { return };
+        if !current.contains_key(broker) {
+            return;
+        }
+        let key = key.clone();
+        let mut mappings = (**current).clone();
+        mappings.remove(broker);
+        if mappings.is_empty() {
+            self.next.mappings.remove(&key);
+        } else {
+            self.next.mappings.insert(key.clone(), Arc::new(mappings));
+        }
+        self.dirty_topics.insert(key);
         self.changed = true;
     }
 
@@ -314,8 +339,8 @@ impl<'a> RouteBuilder<'a> {
         topics.len()
     }
 
-    /// DELETE_TOPIC_IN_NAMESRV: the topic's queues on every broker of `cluster`, or the whole topic.
-    /// Static-topic mappings stay, as in Java.
+    /// DELETE_TOPIC_IN_NAMESRV: the topic's queues on every broker of `cluster`, or the whole topic, with
+    /// their static-topic mappings (Java keeps those; a broker's next registration restores both).
     pub(in crate::route) fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) {
         let Some(queues) = self.queue_datas(topic) else { return };
         let brokers: Vec<Arc<str>> = match cluster {

@@ -242,6 +242,11 @@ impl LiveView {
         self.0.touch(key, now)
     }
 
+    /// The heartbeat timeout of the broker at `key`, if it last registered over connection `conn`.
+    pub fn timeout_if_registered_over(&self, key: &BrokerAddrKey, conn: ConnId) -> Option<Duration> {
+        self.0.get(key).filter(|live| live.conn_id == conn).map(|live| live.timeout)
+    }
+
     /// Brokers whose heartbeat is older than their timeout (the expiry scan asks the writer to remove them).
     pub fn expired(&self, now: Instant) -> Vec<BrokerAddrKey> {
         self.0.expired(now)

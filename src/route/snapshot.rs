@@ -2,14 +2,19 @@
 //!
 //! Pure data, no I/O. Readers get it from an `ArcSwap` without locking; each routable topic carries its
 //! TopicRouteData body already encoded in both JSON styles, so a route lookup is a map lookup and a copy.
+//! Bodies derived from the whole table (cluster info, topic lists) are encoded at most once per snapshot,
+//! on first use ([`TableBody`]): encoding them is O(table), so whoever asks first runs [`RouteSnapshot::encode`]
+//! off the threads that answer lookups, and everyone else shares its bytes.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, OnceLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use tokio::sync::OnceCell;
 
 use crate::json::{self, JsonStyle};
-use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo};
+use crate::protocol::codes::request;
+use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo, java_hash};
 use crate::route::liveness::BrokerAddrKey;
 
 /// Route behaviour switches from the NameServer config; they shape the encoded routes, so they live in the
@@ -63,11 +68,41 @@ pub struct TopicRoute {
     pub encoded: Option<EncodedRoute>,
 }
 
-/// Bodies derived from the whole table, encoded on first use and dropped with the snapshot.
+/// A body derived from the whole table: the reply of an admin read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableBody {
+    /// GET_BROKER_CLUSTER_INFO (106).
+    ClusterInfo,
+    /// GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206).
+    TopicList,
+    /// GET_SYSTEM_TOPIC_LIST_FROM_NS (304).
+    SystemTopics,
+    /// GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312), GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313):
+    /// the request code.
+    UnitTopics(i32),
+    /// GET_TOPICS_BY_CLUSTER (224): every cluster's list, encoded in one pass.
+    TopicsByCluster,
+}
+
+/// An encoded [`TableBody`].
+#[derive(Debug, Clone)]
+pub enum Encoded {
+    One(Bytes),
+    ByCluster(Arc<HashMap<Arc<str>, Bytes>>),
+}
+
+/// `TopicSysFlag`: unit topic, and topic with a unit subscription.
+const FLAG_UNIT: i32 = 0x1;
+const FLAG_UNIT_SUB: i32 = 0x2;
+
+/// The bodies derived from this snapshot's table, encoded on first use and dropped with the snapshot.
 #[derive(Debug, Default)]
 struct Derived {
-    cluster_info: OnceLock<Bytes>,
-    topic_list: OnceLock<Bytes>,
+    cluster_info: OnceCell<Encoded>,
+    topic_list: OnceCell<Encoded>,
+    system_topics: OnceCell<Encoded>,
+    unit_topics: [OnceCell<Encoded>; 3],
+    by_cluster: OnceCell<Encoded>,
 }
 
 impl Clone for Derived {
@@ -120,9 +155,42 @@ impl RouteSnapshot {
         })
     }
 
-    /// ClusterInfo JSON (GET_BROKER_CLUSTER_INFO), always in fastjson's default style like Java.
-    pub fn cluster_info_body(&self) -> Bytes {
-        self.derived.cluster_info.get_or_init(|| Bytes::from(self.encode_cluster_info())).clone()
+    /// Where this snapshot keeps `body` once encoded.
+    pub fn derived(&self, body: TableBody) -> &OnceCell<Encoded> {
+        let d = &self.derived;
+        match body {
+            TableBody::ClusterInfo => &d.cluster_info,
+            TableBody::TopicList => &d.topic_list,
+            TableBody::SystemTopics => &d.system_topics,
+            TableBody::UnitTopics(request::GET_UNIT_TOPIC_LIST) => &d.unit_topics[0],
+            TableBody::UnitTopics(request::GET_HAS_UNIT_SUB_TOPIC_LIST) => &d.unit_topics[1],
+            TableBody::UnitTopics(_) => &d.unit_topics[2],
+            TableBody::TopicsByCluster => &d.by_cluster,
+        }
+    }
+
+    /// Encodes `body` from the whole table: O(table); see [`TableBody`] for who calls it.
+    pub fn encode(&self, body: TableBody) -> Encoded {
+        match body {
+            TableBody::ClusterInfo => Encoded::One(Bytes::from(self.encode_cluster_info())),
+            TableBody::TopicList => {
+                let mut names: Vec<&str> = self.topics.keys().map(|k| &**k).collect();
+                names.sort_unstable();
+                Encoded::One(Bytes::from(encode_topic_list(names, None)))
+            }
+            TableBody::SystemTopics => Encoded::One(Bytes::from(self.encode_system_topics())),
+            TableBody::UnitTopics(code) => Encoded::One(Bytes::from(self.encode_unit_topics(code))),
+            TableBody::TopicsByCluster => Encoded::ByCluster(Arc::new(self.encode_topics_by_cluster())),
+        }
+    }
+
+    /// [`RouteSnapshot::encode`], where the caller may wait (tests, tools).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn body_now(&self, body: TableBody) -> Bytes {
+        match self.encode(body) {
+            Encoded::One(b) => b,
+            Encoded::ByCluster(_) => panic!("a per-cluster body has no single form"),
+        }
     }
 
     /// Broker names of `cluster` (empty when unknown).
@@ -130,16 +198,73 @@ impl RouteSnapshot {
         self.clusters.get(cluster).into_iter().flatten()
     }
 
-    /// TopicList JSON of every topic (GET_ALL_TOPIC_LIST_FROM_NAMESERVER).
-    pub fn topic_list_body(&self) -> Bytes {
-        self.derived
-            .topic_list
-            .get_or_init(|| {
-                let mut names: Vec<&str> = self.topics.keys().map(|k| &**k).collect();
-                names.sort_unstable();
-                Bytes::from(encode_topic_list(names, None))
+    /// Every cluster's topics: those with queues on any of its brokers.
+    fn encode_topics_by_cluster(&self) -> HashMap<Arc<str>, Bytes> {
+        let mut clusters_of: HashMap<&str, Vec<&Arc<str>>> = HashMap::new();
+        for (cluster, names) in self.clusters.iter() {
+            for name in names {
+                clusters_of.entry(&**name).or_default().push(cluster);
+            }
+        }
+        let mut lists: HashMap<&Arc<str>, Vec<&str>> = self.clusters.keys().map(|c| (c, Vec::new())).collect();
+        let mut of_topic: Vec<&Arc<str>> = Vec::new();
+        for (topic, route) in self.topics.iter() {
+            of_topic.clear();
+            for q in &route.queue_datas {
+                of_topic.extend(clusters_of.get(&*q.broker_name).into_iter().flatten());
+            }
+            of_topic.sort_unstable();
+            of_topic.dedup();
+            for cluster in &of_topic {
+                if let Some(list) = lists.get_mut(cluster) {
+                    list.push(&**topic);
+                }
+            }
+        }
+        lists
+            .into_iter()
+            .map(|(cluster, mut topics)| {
+                topics.sort_unstable();
+                (cluster.clone(), Bytes::from(encode_topic_list(topics, None)))
             })
-            .clone()
+            .collect()
+    }
+
+    /// Every cluster and broker name (brokers create topics named after them), and one broker address to
+    /// ask for the rest.
+    fn encode_system_topics(&self) -> Vec<u8> {
+        let mut names: Vec<&str> = Vec::new();
+        for (cluster, brokers) in self.clusters.iter() {
+            names.push(cluster);
+            names.extend(brokers.iter().map(|b| &**b));
+        }
+        names.sort_unstable();
+        names.dedup();
+        let first_broker = self.brokers.iter().min_by(|a, b| a.0.cmp(b.0));
+        let broker_addr = first_broker.and_then(|(_, b)| b.broker_addrs.values().next().map(|a| &**a));
+        encode_topic_list(names, broker_addr)
+    }
+
+    /// 311 (unit topics), 312 (topics with a unit subscription), 313 (those, but not unit topics themselves),
+    /// judged by one queue data of each topic, as Java does: the one its HashMap of them yields first.
+    fn encode_unit_topics(&self, code: i32) -> Vec<u8> {
+        let wanted = |flag: i32| match code {
+            request::GET_UNIT_TOPIC_LIST => flag & FLAG_UNIT != 0,
+            request::GET_HAS_UNIT_SUB_TOPIC_LIST => flag & FLAG_UNIT_SUB != 0,
+            _ => flag & FLAG_UNIT_SUB != 0 && flag & FLAG_UNIT == 0,
+        };
+        let mut topics: Vec<&str> = self
+            .topics
+            .iter()
+            .filter(|(_, r)| {
+                let n = r.queue_datas.len();
+                let first = r.queue_datas.iter().min_by_key(|q| (java_hash::bucket(&q.broker_name, n), &q.broker_name));
+                first.is_some_and(|q| wanted(q.topic_sys_flag))
+            })
+            .map(|(t, _)| &**t)
+            .collect();
+        topics.sort_unstable();
+        encode_topic_list(topics, None)
     }
 
     fn encode_cluster_info(&self) -> Vec<u8> {
@@ -202,8 +327,8 @@ mod tests {
     #[test]
     fn empty_snapshot_bodies() {
         let s = RouteSnapshot::default();
-        assert_eq!(&s.cluster_info_body()[..], br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
-        assert_eq!(&s.topic_list_body()[..], br#"{"topicList":[]}"#);
+        assert_eq!(&s.body_now(TableBody::ClusterInfo)[..], br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
+        assert_eq!(&s.body_now(TableBody::TopicList)[..], br#"{"topicList":[]}"#);
         assert!(s.route_body("TopicTest", JsonStyle::Standard).is_none());
     }
 
@@ -216,7 +341,7 @@ mod tests {
         s.brokers.insert("broker-a".into(), Arc::new(b));
         Arc::make_mut(&mut s.clusters).entry("DefaultCluster".into()).or_default().insert("broker-a".into());
         assert_eq!(
-            std::str::from_utf8(&s.cluster_info_body()).unwrap(),
+            std::str::from_utf8(&s.body_now(TableBody::ClusterInfo)).unwrap(),
             r#"{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"192.168.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}"#
         );
         assert_eq!(

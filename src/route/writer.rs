@@ -24,6 +24,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::budget::Charge;
 use crate::protocol::QueueData;
 use crate::route::builder::{
     BrokerRegistration, BrokerTopicIndex, RegisterError, RegisterResult, RouteBuilder, UnregisterRequest,
@@ -44,7 +45,8 @@ const RETIRED_RECHECK: std::time::Duration = std::time::Duration::from_millis(10
 pub type Done = oneshot::Sender<usize>;
 
 pub enum RouteMutation {
-    Register(Box<BrokerRegistration>, oneshot::Sender<Result<RegisterResult, RegisterError>>),
+    /// With the room its parsed body holds in the memory budget, given back once the batch is applied.
+    Register(Box<BrokerRegistration>, oneshot::Sender<Result<RegisterResult, RegisterError>>, Charge),
     Unregister(UnregisterRequest),
     RegisterTopic {
         topic: String,
@@ -124,8 +126,8 @@ impl RouteHandle {
         self.snapshot.load()
     }
 
-    #[cfg(any(test, feature = "testing"))]
-    /// The current snapshot, as a counted reference to keep.
+    /// The current snapshot, as a counted reference to keep (to encode a whole-table body from it off the
+    /// worker threads, for one).
     pub fn load_full(&self) -> Arc<RouteSnapshot> {
         self.snapshot.load_full()
     }
@@ -177,9 +179,19 @@ impl RouteHandle {
         rx.await.map_err(|_| SubmitError::Stopped)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub async fn register(&self, r: BrokerRegistration) -> Result<Result<RegisterResult, RegisterError>, SubmitError> {
+        self.register_holding(r, Charge::default()).await
+    }
+
+    /// `register`, the registration holding `held` in the memory budget until it is applied.
+    pub async fn register_holding(
+        &self,
+        r: BrokerRegistration,
+        held: Charge,
+    ) -> Result<Result<RegisterResult, RegisterError>, SubmitError> {
         let (tx, rx) = oneshot::channel();
-        self.submit(RouteMutation::Register(Box::new(r), tx)).await?;
+        self.submit(RouteMutation::Register(Box::new(r), tx, held)).await?;
         rx.await.map_err(|_| SubmitError::Stopped)
     }
 }
@@ -344,11 +356,14 @@ impl WriterState {
         let mut builder = RouteBuilder::new(&current, &mut self.index, &self.liveness);
         let mut register_replies = Vec::new();
         let mut done_replies = Vec::new();
+        // The parsed registrations' room, given back with them once the batch is applied.
+        let mut applied = Vec::new();
         for m in batch {
             match m {
-                RouteMutation::Register(r, reply) => {
+                RouteMutation::Register(r, reply, held) => {
                     self.counters.registrations.fetch_add(1, Ordering::Relaxed);
                     register_replies.push((reply, builder.register_broker(&r)));
+                    applied.push((r, held));
                 }
                 RouteMutation::Unregister(req) => {
                     self.pending_unregisters.fetch_sub(1, Ordering::AcqRel);
@@ -380,7 +395,11 @@ impl WriterState {
                 }
                 RouteMutation::Expire { key, now } => {
                     if builder.live().get(&key).is_some_and(|info| info.is_expired(now)) {
-                        tracing::warn!(cluster = %key.cluster, broker = %key.addr, "broker expired, removing it");
+                        tracing::warn!(
+                            cluster = %crate::error::shown(&key.cluster, 256),
+                            broker = %crate::error::shown(&key.addr, 256),
+                            "broker expired, removing it"
+                        );
                         self.counters.expiries.fetch_add(1, Ordering::Relaxed);
                         unregister_by_address(&mut builder, &key);
                     }
@@ -409,6 +428,7 @@ impl WriterState {
                 }
             }
         }
+        drop(applied);
         for (reply, result) in register_replies {
             let _ = reply.send(result);
         }

@@ -415,10 +415,28 @@ pub fn metric(metrics_port: u16, name: &str) -> Option<f64> {
 
 /// One request over a blocking socket; `None` when the connection broke.
 pub fn blocking_request(stream: &mut std::net::TcpStream, cmd: &RemotingCommand) -> Option<RemotingCommand> {
-    use std::io::{Read, Write};
+    use std::io::Write;
+    stream.write_all(&frame_bytes(cmd)).ok()?;
+    blocking_reply(stream)
+}
+
+/// `cmd` as a frame, JSON header.
+pub fn frame_bytes(cmd: &RemotingCommand) -> Vec<u8> {
     let mut out = BytesMut::new();
     cmd.encode(SerializeType::Json, &mut out);
-    stream.write_all(&out).ok()?;
+    out.to_vec()
+}
+
+/// A field of `/proc/PID/status`, in kB (`VmRSS:`, the resident set now; `VmHWM:`, its peak).
+pub fn proc_status_kb(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
+    let line = text.lines().find(|l| l.starts_with(field)).expect("status field");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("a number of kB")
+}
+
+/// The next reply on a blocking socket; `None` when the connection broke.
+pub fn blocking_reply(stream: &mut std::net::TcpStream) -> Option<RemotingCommand> {
+    use std::io::Read;
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).ok()?;
     let mut frame = BytesMut::from(&len[..]);

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{BrokerRegistration, RegisterError, RegisterResult, RouteBuilder};
+use crate::error::shown;
 use crate::protocol::route_data::{MASTER_ID, PERM_WRITE};
 use crate::protocol::topic_name::is_valid_topic_name;
 use crate::protocol::{BrokerData, QueueConfig};
@@ -44,7 +45,7 @@ impl RouteBuilder<'_> {
         let lowers_min_id = r.broker_id < group.broker_addrs.keys().next().copied().unwrap_or(MASTER_ID);
         release_other_id(&mut group, r);
         if self.older_than_holder_of_id(&group, r) {
-            tracing::warn!(broker = %r.broker_addr, "registration with an older stateVersion rejected");
+            tracing::warn!(broker = %shown(&r.broker_addr, 256), "registration with an older stateVersion rejected");
             self.live.remove(&live_key(r));
             self.put_broker(group);
             return Ok(RegisterResult::default());
@@ -65,9 +66,12 @@ impl RouteBuilder<'_> {
         if role != Role::OtherSlave {
             let version_changed = self.live.is_data_version_changed(&live_key(r), Some(&r.body.data_version));
             let reapply = first_registration || version_changed;
-            self.sync_topic_configs(r, reapply, role == Role::PrimeSlave && acting_master);
-            if reapply {
-                for (topic, info) in &r.body.topic_queue_mappings {
+            let restored = self.sync_topic_configs(r, reapply, role == Role::PrimeSlave && acting_master);
+            // As Java, mappings are taken on a first registration or a new DataVersion; and with the queues
+            // a periodic registration restores (after a DELETE_TOPIC), which took their mappings along.
+            // Only the broker's own share: a registration cannot place mappings under other brokers' names.
+            for (topic, info) in &r.body.topic_queue_mappings {
+                if info.bname.as_deref() == Some(&*r.broker_name) && (reapply || restored.contains(topic.as_str())) {
                     self.put_mapping(topic, info);
                 }
             }
@@ -114,7 +118,13 @@ impl RouteBuilder<'_> {
     /// (a wiped write permission) survives periodic re-registrations. With `deleteTopicWithBrokerRegistration`,
     /// a full registration (no static-topic mappings) also drops the broker's topics it no longer lists. A
     /// prime slave of an acting-master group registers its topics without write permission (`read_only`).
-    pub(super) fn sync_topic_configs(&mut self, r: &BrokerRegistration, reapply: bool, read_only: bool) {
+    /// Returns the topics whose queue data was missing and is restored, when not `reapply`.
+    pub(super) fn sync_topic_configs<'r>(
+        &mut self,
+        r: &'r BrokerRegistration,
+        reapply: bool,
+        read_only: bool,
+    ) -> HashSet<&'r str> {
         if self.next.config.delete_topic_with_broker_registration && r.body.topic_queue_mappings.is_empty() {
             let listed: HashSet<&str> = r.body.topic_configs.iter().filter_map(|t| t.topic_name.as_deref()).collect();
             for topic in self.topics_of(&r.broker_name) {
@@ -127,15 +137,14 @@ impl RouteBuilder<'_> {
         // re-registration finds none, having touched one plain hash map per topic.
         let known = self.index.get(&r.broker_name);
         let mut updates = Vec::new();
+        // One line for all the configs ignored: a body of a million of them must not write a million lines.
+        let (mut ignored, mut example) = (0usize, None);
         for tc in &r.body.topic_configs {
-            let Some(topic) = tc.topic_name.as_deref() else {
-                tracing::warn!(broker = %r.broker_addr, "topic config without topicName ignored");
+            let Some(topic) = tc.topic_name.as_deref().filter(|t| is_valid_topic_name(t)) else {
+                ignored += 1;
+                example = example.or(Some(tc.topic_name.as_deref()));
                 continue;
             };
-            if !is_valid_topic_name(topic) {
-                tracing::warn!(broker = %r.broker_addr, topic = %topic.escape_debug(), "invalid topic name ignored");
-                continue;
-            }
             let current = known.and_then(|topics| topics.get(topic));
             if current.is_some() && !reapply {
                 continue;
@@ -148,9 +157,15 @@ impl RouteBuilder<'_> {
                 updates.push((topic, config));
             }
         }
+        let restored = if reapply { HashSet::new() } else { updates.iter().map(|(topic, _)| *topic).collect() };
         for (topic, config) in updates {
             self.put_queue_data(topic, config.for_broker(r.broker_name.clone()));
         }
+        if let Some(example) = example {
+            let example = example.map(|t| shown(t, 256).escape_debug().to_string());
+            tracing::warn!(broker = %shown(&r.broker_addr, 256), ignored, ?example, "topic configs without a valid topicName ignored");
+        }
+        restored
     }
 
     /// The broker's live entry: heartbeat now, its own timeout (`heartbeatTimeoutMillis`) or the default,

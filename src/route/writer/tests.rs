@@ -13,7 +13,7 @@ async fn queued_mutations_are_published_as_one_snapshot() {
     let mut replies = Vec::new();
     for i in 0..10 {
         let (tx, rx) = oneshot::channel();
-        handle.submit(RouteMutation::Register(Box::new(registration(&format!("b{i}"))), tx)).await.unwrap();
+        handle.submit(RouteMutation::Register(Box::new(registration(&format!("b{i}"))), tx, Default::default())).await.unwrap();
         replies.push(rx);
     }
     tokio::spawn(writer.run());
@@ -30,7 +30,7 @@ async fn queued_mutations_are_published_as_one_snapshot() {
 async fn routes_to_save_agree_with_what_was_queued_before() {
     let (handle, writer) = route_table(RouteSnapshot::default(), None, 64);
     let (tx, _reply) = oneshot::channel();
-    handle.submit(RouteMutation::Register(Box::new(registration("a")), tx)).await.unwrap();
+    handle.submit(RouteMutation::Register(Box::new(registration("a")), tx, Default::default())).await.unwrap();
     handle
         .submit_unregister(UnregisterRequest {
             cluster: "c".into(),
@@ -40,7 +40,7 @@ async fn routes_to_save_agree_with_what_was_queued_before() {
         })
         .unwrap();
     let (tx, _reply) = oneshot::channel();
-    handle.submit(RouteMutation::Register(Box::new(registration("b")), tx)).await.unwrap();
+    handle.submit(RouteMutation::Register(Box::new(registration("b")), tx, Default::default())).await.unwrap();
     tokio::spawn(writer.run());
     let saved = handle.routes_to_save().await.unwrap();
     let brokers: Vec<&str> = saved.snapshot.brokers.values().map(|b| &*b.broker_name).collect();
@@ -60,7 +60,7 @@ async fn a_batch_that_panics_leaves_the_published_state_as_it_was() {
     let before = handle.load_full();
     // Both are queued before the writer task runs again (this runtime has one thread): one batch.
     let (tx, reply) = oneshot::channel();
-    handle.submit(RouteMutation::Register(Box::new(registration("b")), tx)).await.unwrap();
+    handle.submit(RouteMutation::Register(Box::new(registration("b")), tx, Default::default())).await.unwrap();
     handle.submit(RouteMutation::Panic).await.unwrap();
     let ended = task.await.expect_err("the writer panics");
     assert!(ended.is_panic());
@@ -86,7 +86,7 @@ async fn unregistrations_beyond_the_cap_are_refused_without_waiting() {
     assert!(matches!(handle.submit_unregister(unregister()), Err(SubmitError::QueueFull)));
     // Registrations still get in, and once the writer drains the queue unregistrations do too.
     let (tx, rx) = oneshot::channel();
-    handle.submit(RouteMutation::Register(Box::new(registration("b")), tx)).await.unwrap();
+    handle.submit(RouteMutation::Register(Box::new(registration("b")), tx, Default::default())).await.unwrap();
     tokio::spawn(writer.run());
     assert!(rx.await.unwrap().is_ok());
     assert!(handle.submit_unregister(unregister()).is_ok());

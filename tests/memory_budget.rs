@@ -1,0 +1,205 @@
+//! The memory budget (src/budget.rs) on the real binary: whatever connections send, registered brokers or
+//! not, the server holds no more than its pools beyond each connection's few kilobytes, and a broker
+//! registered before a flood stays routed. Each bound here was switched off once (a pool of 1 GiB, the
+//! decoder's meter unlimited, the keep-alive of a waiting broker removed) to see its test fail.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rocketns::remoting::RemotingCommand;
+
+const MIB: u64 = 1 << 20;
+
+/// A counter or gauge that must be there.
+fn metric_of(port: u16, name: &str) -> u64 {
+    let text = metrics_text(port);
+    metric_in(&text, name).unwrap_or_else(|| panic!("no {name} in\n{text}")) as u64
+}
+
+/// Polls `check` for up to 60 s.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn broker_count(route: &RemotingCommand) -> usize {
+    assert_eq!(route.code, 0, "{:?}", route.remark);
+    let json: serde_json::Value = serde_json::from_slice(&route.body).expect("route JSON");
+    json["brokerDatas"].as_array().expect("brokerDatas").len()
+}
+
+/// The start of a REGISTER_BROKER frame of `broker` announcing the largest frame accepted (16 MiB, prefix
+/// included), padded to `len` bytes.
+fn largest_frame_start(broker: &Broker<'_>, len: usize) -> Vec<u8> {
+    let mut cmd = register_request(broker, dv(1), &[]);
+    cmd.body = Default::default();
+    let frame = frame_bytes(&cmd);
+    let header_len = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]) as usize;
+    let mut out = ((16u32 << 20) - 4).to_be_bytes().to_vec();
+    out.extend_from_slice(&frame[4..8 + header_len]);
+    out.resize(len, b'x');
+    out
+}
+
+/// Twelve connections announce 16 MiB frames, send 15 MiB and then a byte every 100 ms; over half of them a
+/// made-up broker registered first (anyone may). Two fit in the requests pool at a time (64 MiB, each
+/// holding its frame and 3/4 more for its decoding); the others are not read meanwhile and wait their
+/// turn, registered or not. Peak memory grows by about the pool, where without it (largeFrameBufferBytes
+/// of 1 GiB) it grew by 12 × 15 MiB. Each flood frame, once it has room, must arrive within
+/// largeFrameTimeoutMillis (2 s here), so all are closed and counted within seconds.
+///
+/// A broker registered before the flood, with a heartbeat timeout of 3 s (a 5.x broker's
+/// `heartbeatTimeoutMillis`) and the scan every 200 ms, sends its next registration (750 kB) during the
+/// flood: it waits its turn behind the flood, and is kept alive meanwhile (its routes are served all
+/// along; with that keep-alive removed, it expired within the first seconds), then is answered.
+#[test]
+fn large_frames_wait_their_turn_within_the_budget() {
+    const FLOOD: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra = format!("metricsPort={port}\nlargeFrameTimeoutMillis=2000\nscanNotActiveBrokerInterval=200\n");
+    let (mut server, addr) = spawn_binary(&properties_file(dir.path(), 0, &extra));
+    let broker = Broker::new("c", "broker-a", 0, "10.0.0.1:10911");
+    let with_timeout = |mut cmd: RemotingCommand| {
+        cmd.ext_fields.as_mut().unwrap().insert("heartbeatTimeoutMillis", "3000");
+        cmd
+    };
+    let mut broker_conn = TcpStream::connect(&addr).unwrap();
+    let first = with_timeout(register_request(&broker, dv(1), &[("TopicA", 8, 6), ("TopicB", 8, 6)]));
+    assert_eq!(blocking_request(&mut broker_conn, &first).unwrap().code, 0);
+    let mut client = TcpStream::connect(&addr).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let rss_before = proc_status_kb(server.id(), "VmRSS:");
+
+    let flood: Vec<_> = (0..FLOOD)
+        .map(|i| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).expect("connect");
+                let (name, broker_addr) = (format!("made-up-{i}"), format!("10.9.0.{i}:10911"));
+                let made_up = Broker::new("c", &name, 0, &broker_addr);
+                if i % 2 == 0 {
+                    let registered = register_request(&made_up, dv(1), &[("X", 1, 6), ("Y", 1, 6)]);
+                    assert_eq!(blocking_request(&mut s, &registered).expect("registered").code, 0);
+                }
+                // Blocks while the server does not read; fails once the server closes the connection.
+                if s.write_all(&largest_frame_start(&made_up, 15 << 20)).is_err() {
+                    return;
+                }
+                // Until the server closes the connection.
+                let deadline = Instant::now() + Duration::from_secs(90);
+                while Instant::now() < deadline {
+                    if s.write_all(b"x").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        })
+        .collect();
+    // Every flood frame has room, or waits for it.
+    let room = (16 << 20) / 4 * 7;
+    eventually("the flood is taken in", || {
+        let held = metric_of(port, "rocketns_memory_budget_bytes{pool=\"requests\"}");
+        metric_of(port, "rocketns_large_frames_waiting") + held / room >= FLOOD as u64
+    });
+
+    // The registered broker's next registration waits its turn; its routes are served meanwhile.
+    let names: Vec<String> = (0..5_000).map(|i| format!("more-{i}")).collect();
+    let more: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 8, 6)).collect();
+    broker_conn.write_all(&frame_bytes(&with_timeout(register_request(&broker, dv(2), &more)))).unwrap();
+    broker_conn.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let started = Instant::now();
+    let reply = loop {
+        assert!(started.elapsed() < Duration::from_secs(90), "the broker's registration was never answered");
+        let lookup = blocking_request(&mut client, &route_request("TopicA", 479)).expect("a lookup is answered");
+        assert_eq!(broker_count(&lookup), 1, "the waiting broker stays routed after {:?}", started.elapsed());
+        if let Some(reply) = blocking_reply(&mut broker_conn) {
+            break reply;
+        }
+    };
+    assert_eq!(reply.code, 0, "{:?}", reply.remark);
+    let waited = started.elapsed();
+    for t in flood {
+        t.join().unwrap();
+    }
+    let growth = (proc_status_kb(server.id(), "VmHWM:").saturating_sub(rss_before)) * 1024;
+    assert!(growth < 64 * MIB + 24 * MIB, "peak memory grew by {} MiB during the flood", growth / MIB);
+    assert!(waited > Duration::from_secs(4), "it waited behind the flood ({waited:?})");
+    assert_eq!(broker_count(&blocking_request(&mut client, &route_request("more-4999", 479)).unwrap()), 1);
+    assert_eq!(metric_of(port, "rocketns_large_frames_refused_total{reason=\"too_slow\"}"), FLOOD as u64);
+    eventually("the pool is free again", || metric_of(port, "rocketns_memory_budget_bytes{pool=\"requests\"}") == 0);
+    eprintln!("flood: peak memory +{} MiB, the broker waited {waited:?}", growth / MIB);
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// A zlib body of 2.5 million identical topic configs: 62 MB inflated (just under the inflate limit), a
+/// few hundred kilobytes as sent.
+fn zlib_bomb() -> Vec<u8> {
+    use std::io::Write as _;
+    let item = b"t 1 1 6 SINGLE_TAG";
+    let dv = br#"{"counter":1,"stateVersion":0,"timestamp":1}"#;
+    let mut raw = Vec::with_capacity(64 << 20);
+    raw.extend_from_slice(&(dv.len() as i32).to_be_bytes());
+    raw.extend_from_slice(dv);
+    raw.extend_from_slice(&2_500_000i32.to_be_bytes());
+    for _ in 0..2_500_000 {
+        raw.extend_from_slice(&(item.len() as i32).to_be_bytes());
+        raw.extend_from_slice(item);
+    }
+    raw.extend_from_slice(&2i32.to_be_bytes());
+    raw.extend_from_slice(b"[]");
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    z.write_all(&raw).unwrap();
+    z.finish().unwrap()
+}
+
+/// Eight made-up brokers send a zlib bomb at once (`compressed=true`): what decoding one builds is known
+/// before it is built (its topic configs, read off the inflated stream without keeping them), more than
+/// half the requests pool, so each is refused with a remark that says so, having held next to nothing.
+/// With the decoder's meter unlimited, the eight decoded at once took the server's memory up by 1.5 GB.
+#[test]
+fn zlib_bombs_are_refused_before_they_are_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (mut server, addr) = spawn_binary(&properties_file(dir.path(), 0, &format!("metricsPort={port}\n")));
+    let bomb = Arc::new(zlib_bomb());
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let rss_before = proc_status_kb(server.id(), "VmRSS:");
+    let senders: Vec<_> = (0..8)
+        .map(|i| {
+            let (addr, bomb) = (addr.clone(), bomb.clone());
+            std::thread::spawn(move || {
+                let (name, broker_addr) = (format!("bomb-{i}"), format!("10.8.0.{i}:10911"));
+                let mut cmd = register_request(&Broker::new("c", &name, 0, &broker_addr), dv(1), &[]);
+                cmd.ext_fields.as_mut().unwrap().insert("compressed", "true");
+                cmd.ext_fields.as_mut().unwrap().insert("bodyCrc32", "0");
+                cmd.body = bomb.to_vec().into();
+                let mut s = TcpStream::connect(&addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+                blocking_request(&mut s, &cmd).expect("a reply")
+            })
+        })
+        .collect();
+    let replies: Vec<RemotingCommand> = senders.into_iter().map(|s| s.join().unwrap()).collect();
+    let growth = (proc_status_kb(server.id(), "VmHWM:").saturating_sub(rss_before)) * 1024;
+    assert!(growth < 32 * MIB, "peak memory grew by {} MiB", growth / MIB);
+    for reply in replies {
+        assert_eq!(reply.code, 1, "{:?}", reply.remark);
+        let remark = reply.remark.unwrap_or_default();
+        assert!(remark.contains("needs more than 33554432 bytes to decode"), "{remark}");
+    }
+    assert_eq!(metric_of(port, "rocketns_registration_bodies_refused_total{reason=\"too_large\"}"), 8);
+    eprintln!("bombs: peak memory +{} MiB", growth / MIB);
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
