@@ -35,7 +35,12 @@ pub struct ServerState {
     pub audit: Arc<crate::audit::AuditLog>,
     /// Memory that clients make the server hold beyond their connections' own buffers (`budget.rs`).
     pub budget: crate::budget::MemoryBudget,
+    /// Turns to encode a whole-table body (`processor::table_body`).
+    pub table_encodes: Arc<tokio::sync::Semaphore>,
 }
+
+/// Whole-table bodies encoded at once at most.
+pub const TABLE_ENCODES: usize = 2;
 
 impl ServerState {
     pub fn new(
@@ -60,6 +65,7 @@ impl ServerState {
             product_env: None,
             audit: Arc::new(crate::audit::AuditLog::to_log(metrics.clone())),
             budget,
+            table_encodes: Arc::new(tokio::sync::Semaphore::new(TABLE_ENCODES)),
         }
     }
 

@@ -1,5 +1,6 @@
 //! Resource limits and faults: a connection cap, a client that never reads, a broker whose connection is
-//! reset, and writes during heavy lookup load. Large frames and their budget: tests/large_frames.rs.
+//! reset, writes during heavy lookup load, and the longest timeouts. Large frames and the memory budget:
+//! tests/large_frames.rs and tests/memory_budget.rs.
 
 mod common;
 
@@ -142,4 +143,26 @@ async fn writes_during_lookup_load_lose_nothing() {
         let resp = admin.request(request(101, &[("namespace", "load"), ("key", &format!("k{i}"))])).await;
         assert_eq!(resp.ext("value"), Some(format!("v{i}").as_str()));
     }
+}
+
+/// The longest idle time and large-frame time a config can hold (a Java long's largest value): an instant
+/// that far ahead cannot be computed (it panicked the connection's task on `Instant +`), so both are
+/// capped at a century. A lookup and a large frame are answered, and the server lives on.
+#[test]
+fn the_longest_timeouts_a_config_can_hold_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let max = i64::MAX;
+    let extra = format!("serverChannelMaxIdleTimeSeconds={max}\nlargeFrameTimeoutMillis={max}\n");
+    let (mut server, addr) = spawn_binary(&properties_file(dir.path(), 0, &extra));
+    let mut c = std::net::TcpStream::connect(&addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    assert_eq!(blocking_request(&mut c, &route_request("T", 479)).expect("answered").code, 17);
+    let names: Vec<String> = (0..1_000).map(|i| format!("topic-{i}")).collect();
+    let topics: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 8, 6)).collect();
+    let large = register_request(&Broker::new("c", "broker-a", 0, "10.0.0.1:10911"), dv(1), &topics);
+    assert_eq!(blocking_request(&mut c, &large).expect("answered").code, 0);
+    assert_eq!(blocking_request(&mut c, &route_request("topic-999", 479)).expect("answered").code, 0);
+    assert!(server.try_wait().unwrap().is_none(), "the server lives on");
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

@@ -77,6 +77,7 @@ fn large_frames_wait_their_turn_within_the_budget() {
     assert_eq!(blocking_request(&mut broker_conn, &first).unwrap().code, 0);
     let mut client = TcpStream::connect(&addr).unwrap();
     client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    reset_peak_rss(server.id());
     let rss_before = proc_status_kb(server.id(), "VmRSS:");
 
     let flood: Vec<_> = (0..FLOOD)
@@ -174,6 +175,7 @@ fn zlib_bombs_are_refused_before_they_are_decoded() {
     let (mut server, addr) = spawn_binary(&properties_file(dir.path(), 0, &format!("metricsPort={port}\n")));
     let bomb = Arc::new(zlib_bomb());
     assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    reset_peak_rss(server.id());
     let rss_before = proc_status_kb(server.id(), "VmRSS:");
     let senders: Vec<_> = (0..8)
         .map(|i| {
@@ -200,6 +202,160 @@ fn zlib_bombs_are_refused_before_they_are_decoded() {
     }
     assert_eq!(metric_of(port, "rocketns_registration_bodies_refused_total{reason=\"too_large\"}"), 8);
     eprintln!("bombs: peak memory +{} MiB", growth / MIB);
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// A broker of `topics` topics, registered over a connection kept open (closing it removes the broker).
+fn big_broker(addr: &str, topics: usize) -> TcpStream {
+    let names: Vec<String> = (0..topics).map(|i| format!("topic-{i}")).collect();
+    let configs: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 8, 6)).collect();
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let registered = register_request(&Broker::new("c", "broker-a", 0, "10.0.0.1:10911"), dv(1), &configs);
+    assert_eq!(blocking_request(&mut conn, &registered).expect("registered").code, 0);
+    conn
+}
+
+/// Lookups over one connection until `stop`, each checked; returns how many were answered.
+fn lookups_until(addr: &str, stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<usize> {
+    let addr = addr.to_string();
+    std::thread::spawn(move || {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut answered = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let reply = blocking_request(&mut c, &route_request("topic-99999", 479)).expect("a lookup is answered");
+            assert_eq!(broker_count(&reply), 1);
+            answered += 1;
+        }
+        answered
+    })
+}
+
+/// Admin reads at 100,000 topics. 300 GET_TOPICS_BY_CLUSTER pipelined in one write are answered from one
+/// encoding of the lists (it took 13 s of a worker's CPU when each was encoded anew, issue 31). Then 32
+/// slow readers each ask for the topic list (1.3 MB) right after a change of the table, each once the one
+/// before has its list encoded, so that each would hold a body of its own, and never read: their bodies are held within the replies pool (8 MiB
+/// here; the kernel holds at most about 2 × 64 KiB a socket, with serverSocketSndBufSize), where without
+/// it (1 GiB) memory grew by their 40 MB; readers beyond the pool wait holding nothing and are answered
+/// from the table of the moment they get room. One that has not taken its reply within
+/// largeFrameTimeoutMillis (8 s here) is closed, and counted. Lookups on another connection are answered
+/// throughout.
+#[test]
+fn admin_reads_are_encoded_once_and_slow_readers_held_to_the_replies_pool() {
+    const SLOW: usize = 32;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra = format!(
+        "metricsPort={port}\nlargeReplyBufferBytes=8388608\nlargeFrameTimeoutMillis=8000\nserverSocketSndBufSize=65536\n"
+    );
+    let (mut server, addr) = spawn_binary(&properties_file(dir.path(), 0, &extra));
+    let _broker = big_broker(&addr, 100_000);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lookups = lookups_until(&addr, stop.clone());
+
+    let encoded = || metric_of(port, "rocketns_table_bodies_encoded_total");
+    let before = encoded();
+    let mut admin = TcpStream::connect(&addr).unwrap();
+    admin.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let asked: Vec<u8> = (0..300).flat_map(|_| frame_bytes(&request(224, &[("cluster", "c")]))).collect();
+    admin.write_all(&asked).unwrap();
+    let first = blocking_reply(&mut admin).expect("answered");
+    assert!(first.body.len() > 1_000_000, "{} bytes", first.body.len());
+    for _ in 1..300 {
+        assert_eq!(blocking_reply(&mut admin).expect("answered").body, first.body);
+    }
+    assert_eq!(encoded() - before, 1, "300 requests, one encoding");
+
+    reset_peak_rss(server.id());
+    let rss_before = proc_status_kb(server.id(), "VmRSS:");
+    let slow: Vec<TcpStream> = (0..SLOW)
+        .map(|i| {
+            let topic = format!("extra-{i}");
+            let queues = r#"{"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":1,"writeQueueNums":1}]}"#;
+            let mut change = request(217, &[("topic", &topic)]);
+            change.body = queues.as_bytes().to_vec().into();
+            assert_eq!(blocking_request(&mut admin, &change).expect("registered").code, 0);
+            let mut reader = TcpStream::connect(&addr).unwrap();
+            let asked = encoded();
+            reader.write_all(&frame_bytes(&request(206, &[]))).unwrap();
+            // Its list is of this table, not shared with the next reader's.
+            eventually("the reader's list is encoded", || encoded() > asked);
+            reader
+        })
+        .collect();
+    let growth = (proc_status_kb(server.id(), "VmHWM:").saturating_sub(rss_before)) * 1024;
+    assert!(growth < 8 * MIB + 20 * MIB, "peak memory grew by {} MiB with the slow readers", growth / MIB);
+    eventually("the readers holding room are closed and counted", || {
+        metric_of(port, "rocketns_large_frames_refused_total{reason=\"reply_not_taken\"}") >= 4
+    });
+    // The others, answered since or waiting for room holding nothing, are closed by their peers.
+    drop(slow);
+    eventually("every slow reader is closed", || metric_of(port, "rocketns_connections") == 3);
+    assert_eq!(metric_of(port, "rocketns_memory_budget_bytes{pool=\"replies\"}"), 0);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered = lookups.join().expect("every lookup answered");
+    eprintln!("slow readers: peak memory +{} MiB; {answered} lookups answered meanwhile", growth / MIB);
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// Forty connections each pipeline 300 GET_BROKER_CLUSTER_INFO in one write (a 14 kB reply, with 100
+/// brokers registered: small enough to be copied into the connection's own reply buffer) and read
+/// nothing. A connection writes its replies, and stops reading, once writeBufferHighWaterMark (16 KiB by
+/// default) of them wait: the server holds a few tens of kilobytes for each (+1-2 MiB in all), where
+/// without that bound (a high-water mark of 1 GiB) each held as many replies as its last read brought
+/// requests (+11 MiB). Then every reply is read, and each is right.
+#[test]
+fn pipelined_replies_are_held_to_the_high_water_mark() {
+    const CONNECTIONS: usize = 40;
+    const REQUESTS: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let extra = format!("metricsPort={port}\nserverSocketSndBufSize=65536\n");
+    let (mut server, addr) = spawn_binary(&properties_file(dir.path(), 0, &extra));
+    let mut brokers = TcpStream::connect(&addr).unwrap();
+    for i in 0..100 {
+        let (name, broker_addr) = (format!("broker-{i:03}"), format!("10.0.{}.{}:10911", i / 200, i % 200));
+        let registered =
+            register_request(&Broker::new("c", &name, 0, &broker_addr), dv(1), &[("T", 4, 6), ("U", 4, 6)]);
+        assert_eq!(blocking_request(&mut brokers, &registered).unwrap().code, 0);
+    }
+    let mut probe = TcpStream::connect(&addr).unwrap();
+    let expected = blocking_request(&mut probe, &request(106, &[])).unwrap().body;
+    assert!((12_000..16_384).contains(&expected.len()), "{} bytes", expected.len());
+
+    reset_peak_rss(server.id());
+    let rss_before = proc_status_kb(server.id(), "VmRSS:");
+    let asked: Vec<u8> = (0..REQUESTS).flat_map(|_| frame_bytes(&request(106, &[]))).collect();
+    let mut pipelining: Vec<TcpStream> = (0..CONNECTIONS)
+        .map(|_| {
+            let mut c = TcpStream::connect(&addr).unwrap();
+            c.write_all(&asked).unwrap();
+            c
+        })
+        .collect();
+    // Until every connection has stopped: nothing more is answered, no reply buffer grows any more.
+    let answered = || metric_of(port, "rocketns_requests_total{code=\"106\",result=\"success\"}");
+    let mut last = answered();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = answered();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let growth = (proc_status_kb(server.id(), "VmHWM:").saturating_sub(rss_before)) * 1024;
+    assert!(growth < 6 * MIB, "peak memory grew by {} KiB with {CONNECTIONS} pipelining readers", growth / 1024);
+    for c in &mut pipelining {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        for _ in 0..REQUESTS {
+            assert_eq!(blocking_reply(c).expect("every reply comes").body, expected);
+        }
+    }
+    eprintln!("pipelining: peak memory +{} KiB, {last} answered before the peers read", growth / 1024);
     server.kill().unwrap();
     server.wait().unwrap();
 }

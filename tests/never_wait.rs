@@ -3,7 +3,8 @@
 //!
 //! The server runs in this test's current-thread runtime, so any of the registration's work done on a runtime
 //! thread (decoding the body in the handler itself, or applying the batch in the writer task itself) would
-//! hold every lookup until the registration is done, and this test fails.
+//! hold every lookup until the registration is done, and this test fails. With `aclEnable` too, where the
+//! registration's signature is an HMAC over its 15 MB body.
 
 mod common;
 
@@ -17,19 +18,45 @@ const BIG_TOPICS: usize = 100_000;
 
 #[tokio::test]
 async fn lookups_are_answered_while_a_large_registration_is_applied() {
-    let server = start().await;
+    lookups_go_on_during_a_large_registration(test_config(), None).await;
+}
+
+/// The same, the registration signed (`aclEnable`): its HMAC over 15 MB is computed off the runtime's
+/// threads too (with it computed in the handler, the slowest lookup waited for all of it).
+#[tokio::test]
+async fn lookups_are_answered_while_a_large_signed_registration_is_checked() {
+    let config = test_config();
+    let credentials = config_dir(&config).join("acl.properties");
+    std::fs::write(&credentials, "ak=sk\n").unwrap();
+    let config =
+        rocketns::NamesrvConfig { acl_enable: true, acl_credentials_path: credentials.display().to_string(), ..config };
+    lookups_go_on_during_a_large_registration(config, Some(("ak", "sk"))).await;
+}
+
+/// Signs `cmd` as a Java client with these credentials does.
+fn sign(cmd: &mut rocketns::remoting::RemotingCommand, (access_key, secret): (&str, &str)) {
+    let fields = cmd.ext_fields.get_or_insert_with(Default::default);
+    fields.insert(rocketns::acl::ACCESS_KEY, access_key);
+    let signature = rocketns::acl::signature(secret, fields, &cmd.body);
+    cmd.ext_fields.as_mut().unwrap().insert(rocketns::acl::SIGNATURE, signature);
+}
+
+async fn lookups_go_on_during_a_large_registration(config: rocketns::NamesrvConfig, signer: Option<(&str, &str)>) {
+    let server = start_with(config).await;
     let mut client = Client::connect(server.addr).await;
-    register(
-        &mut client,
-        &Broker::new("c", "small", 0, "10.0.0.1:10911"),
-        dv(1),
-        &[("TopicA", 8, 6), ("TopicB", 8, 6)],
-    )
-    .await;
+    let mut small =
+        register_request(&Broker::new("c", "small", 0, "10.0.0.1:10911"), dv(1), &[("TopicA", 8, 6), ("TopicB", 8, 6)]);
+    if let Some(signer) = signer {
+        sign(&mut small, signer);
+    }
+    assert_eq!(client.request(small).await.code, 0);
 
     let names: Vec<String> = (0..BIG_TOPICS).map(|i| format!("big-{i}")).collect();
     let topics: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 8, 6)).collect();
-    let big = register_request(&Broker::new("c", "big", 0, "10.0.0.2:10911"), dv(1), &topics);
+    let mut big = register_request(&Broker::new("c", "big", 0, "10.0.0.2:10911"), dv(1), &topics);
+    if let Some(signer) = signer {
+        sign(&mut big, signer);
+    }
     let mut frame = bytes::BytesMut::new();
     big.encode(SerializeType::Json, &mut frame);
     let mut broker = Client::connect(server.addr).await;

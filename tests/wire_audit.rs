@@ -159,3 +159,30 @@ fn json_log_carries_the_audit_lines() {
         serde_json::from_str::<Value>(other).unwrap_or_else(|e| panic!("not JSON ({e}): {other}"));
     }
 }
+
+/// A line shows at most 64 header fields, each value cut at 256 bytes and saying its whole length, however
+/// large the request: a client sending a megabyte a field, or 10,000 fields, makes lines of a few
+/// kilobytes, not megabytes (before, each line copied every field whole).
+#[tokio::test]
+async fn audit_lines_are_bounded_whatever_the_request() {
+    let (config, path, _) = audited_config();
+    let server = start_with(config).await;
+    let mut c = Client::connect(server.addr).await;
+    let huge = "v".repeat(1 << 20);
+    let fields: Vec<(String, String)> = (0..10_000).map(|i| (format!("k{i}"), "x".to_string())).collect();
+    let mut many = request(318, &[]);
+    many.ext_fields = Some(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect());
+    assert_eq!(c.request(request(100, &[("namespace", "ns"), ("key", "k"), ("value", &huge)])).await.code, 0);
+    assert_eq!(c.request(many).await.code, 0, "an empty config update is answered");
+    let lines = audit_lines(&path, 2).await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.lines().all(|l| l.len() < 32 * 1024),
+        "lines of {:?} bytes",
+        text.lines().map(str::len).collect::<Vec<_>>()
+    );
+    let value = lines[0]["args"]["value"].as_str().unwrap();
+    assert!(value.ends_with("...(1048576 bytes)") && value.len() < 300, "{value:?}");
+    assert_eq!(lines[1]["args"].as_object().unwrap().len(), 65, "64 fields and their count");
+    assert_eq!(lines[1]["args"]["fieldsNotShown"], 10_000 - 64);
+}

@@ -223,7 +223,7 @@ async fn refused_config_updates_change_nothing() {
         (
             "scanNotActiveBrokerInterval=often",
             1,
-            "invalid value \"often\" for scanNotActiveBrokerInterval: expected an integer from 0 to 18446744073709551615",
+            "invalid value \"often\" for scanNotActiveBrokerInterval: expected an integer from 0 to 9223372036854775807 (a Java long)",
         ),
     ];
     for (text, code, remark) in cases {

@@ -72,7 +72,7 @@ int_value!(
     i32 => "an integer from -2147483648 to 2147483647",
     i64 => "an integer from -9223372036854775808 to 9223372036854775807",
     u16 => "an integer from 0 to 65535",
-    u64 => "an integer from 0 to 18446744073709551615"
+    u64 => "an integer from 0 to 9223372036854775807 (a Java long)"
 );
 
 impl ConfigValue for String {

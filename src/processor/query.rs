@@ -103,7 +103,15 @@ fn answer_cluster_test(
 
 /// `body` of the current snapshot: encoded by the first request that asks, on the blocking pool (O(table)),
 /// while any other asking meanwhile waits for it without holding a thread; shared by every later one.
+/// At most `state::TABLE_ENCODES` (2) encodings run at once, whatever the number of askers and of snapshots (each
+/// holds the table's names while it runs: megabytes at a million topics); an asker that waited for its
+/// turn encodes the table of that moment, so a table changing faster than it can be encoded is encoded
+/// as often as the turns allow, not once per change.
 pub(crate) async fn table_body(p: &ServerState, body: TableBody) -> Result<Encoded, RequestError> {
+    if let Some(encoded) = p.routes.load().derived(body).get() {
+        return Ok(encoded.clone());
+    }
+    let _turn = p.table_encodes.acquire().await.map_err(|_| RequestError::ShuttingDown)?;
     let snapshot = p.routes.load_full();
     let cell = snapshot.derived(body);
     let encoded = cell
@@ -148,7 +156,7 @@ pub(super) async fn get_topics_by_cluster(p: &ServerState, req: &RemotingCommand
         Encoded::ByCluster(lists) => lists.get(cluster).cloned(),
         Encoded::One(_) => None,
     }
-    .unwrap_or_else(|| Bytes::from(encode_topic_list([], None)));
+    .unwrap_or_else(|| Bytes::from(encode_topic_list(&[], None)));
     Ok(resp)
 }
 

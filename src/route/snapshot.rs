@@ -176,7 +176,7 @@ impl RouteSnapshot {
             TableBody::TopicList => {
                 let mut names: Vec<&str> = self.topics.keys().map(|k| &**k).collect();
                 names.sort_unstable();
-                Encoded::One(Bytes::from(encode_topic_list(names, None)))
+                Encoded::One(Bytes::from(encode_topic_list(&names, None)))
             }
             TableBody::SystemTopics => Encoded::One(Bytes::from(self.encode_system_topics())),
             TableBody::UnitTopics(code) => Encoded::One(Bytes::from(self.encode_unit_topics(code))),
@@ -225,7 +225,7 @@ impl RouteSnapshot {
             .into_iter()
             .map(|(cluster, mut topics)| {
                 topics.sort_unstable();
-                (cluster.clone(), Bytes::from(encode_topic_list(topics, None)))
+                (cluster.clone(), Bytes::from(encode_topic_list(&topics, None)))
             })
             .collect()
     }
@@ -242,7 +242,7 @@ impl RouteSnapshot {
         names.dedup();
         let first_broker = self.brokers.iter().min_by(|a, b| a.0.cmp(b.0));
         let broker_addr = first_broker.and_then(|(_, b)| b.broker_addrs.values().next().map(|a| &**a));
-        encode_topic_list(names, broker_addr)
+        encode_topic_list(&names, broker_addr)
     }
 
     /// 311 (unit topics), 312 (topics with a unit subscription), 313 (those, but not unit topics themselves),
@@ -264,7 +264,7 @@ impl RouteSnapshot {
             .map(|(t, _)| &**t)
             .collect();
         topics.sort_unstable();
-        encode_topic_list(topics, None)
+        encode_topic_list(&topics, None)
     }
 
     fn encode_cluster_info(&self) -> Vec<u8> {
@@ -305,9 +305,12 @@ impl RouteSnapshot {
     }
 }
 
-/// TopicList JSON: `{"brokerAddr":"…","topicList":[…]}`, `brokerAddr` omitted when absent.
-pub fn encode_topic_list<'a>(topics: impl IntoIterator<Item = &'a str>, broker_addr: Option<&str>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
+/// TopicList JSON: `{"brokerAddr":"…","topicList":[…]}`, `brokerAddr` omitted when absent. Sized at once
+/// for names that need no escaping: a buffer grown by doubling would hold up to twice the body, and the
+/// bytes handed out keep the whole buffer.
+pub fn encode_topic_list(topics: &[&str], broker_addr: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.reserve_exact(64 + broker_addr.map_or(0, str::len) + topics.iter().map(|t| t.len() + 3).sum::<usize>());
     out.push(b'{');
     if let Some(addr) = broker_addr {
         json::write_key(&mut out, "brokerAddr");
@@ -315,7 +318,7 @@ pub fn encode_topic_list<'a>(topics: impl IntoIterator<Item = &'a str>, broker_a
         out.push(b',');
     }
     json::write_key(&mut out, "topicList");
-    json::write_str_array(&mut out, topics, JsonStyle::Fastjson);
+    json::write_str_array(&mut out, topics.iter().copied(), JsonStyle::Fastjson);
     out.push(b'}');
     out
 }
@@ -345,7 +348,7 @@ mod tests {
             r#"{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"192.168.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}"#
         );
         assert_eq!(
-            encode_topic_list(["broker-a", "DefaultCluster"], Some("192.168.0.1:10911")),
+            encode_topic_list(&["broker-a", "DefaultCluster"], Some("192.168.0.1:10911")),
             br#"{"brokerAddr":"192.168.0.1:10911","topicList":["broker-a","DefaultCluster"]}"#
         );
     }

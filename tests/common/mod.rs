@@ -434,6 +434,12 @@ pub fn proc_status_kb(pid: u32, field: &str) -> u64 {
     line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("a number of kB")
 }
 
+/// Resets the peak resident set (`VmHWM:`) of process `pid` to its current size, so that a peak measured
+/// next is the next step's own (Linux's `/proc/PID/clear_refs`, value 5).
+pub fn reset_peak_rss(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset the peak resident set");
+}
+
 /// The next reply on a blocking socket; `None` when the connection broke.
 pub fn blocking_reply(stream: &mut std::net::TcpStream) -> Option<RemotingCommand> {
     use std::io::Read;

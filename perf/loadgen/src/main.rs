@@ -9,7 +9,9 @@
 //!   `--rocketns-shaped`);
 //! - `startup`: runs a server command and measures the time from start to its first answer;
 //! - `fleet`: brokers and short- and long-lived clients that must see no failure while the server behind the
-//!   address is upgraded (`fleet.rs`).
+//!   address is upgraded (`fleet.rs`);
+//! - `hostile`: every kind of connection that makes a NameServer spend memory or CPU, at once, while real
+//!   brokers re-register and lookups are measured (`hostile.rs`).
 //!
 //! See perf/README.md for how the comparison uses them.
 
@@ -19,6 +21,7 @@ mod big;
 mod driver;
 mod echo;
 mod fleet;
+mod hostile;
 mod wire;
 
 use std::sync::Arc;
@@ -45,6 +48,7 @@ enum Command {
     Echo(EchoArgs),
     Startup(StartupArgs),
     Fleet(fleet::FleetArgs),
+    Hostile(hostile::HostileArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -212,6 +216,7 @@ fn main() {
         Command::Echo(args) => runtime(args.threads).block_on(echo_server(args)),
         Command::Startup(args) => runtime(1).block_on(startup(args)),
         Command::Fleet(args) => runtime(1).block_on(fleet::fleet(args)),
+        Command::Hostile(args) => runtime(1).block_on(hostile::run(args)),
     };
     std::process::exit(code);
 }

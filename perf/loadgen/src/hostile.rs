@@ -1,0 +1,559 @@
+//! `hostile`: every kind of connection a client can use to make a NameServer spend memory or CPU, all at
+//! once for a bounded time, while real brokers re-register and clients look routes up (issue 31):
+//! - `trickle-registered`: registers a made-up broker (anyone may), then announces a 16 MiB frame, sends
+//!   15 MiB of it and a byte every 100 ms, again and again;
+//! - `trickle`: the same without registering first;
+//! - `zlib`: REGISTER_BROKER bodies of a few hundred kilobytes that inflate to 62 MB of topic configs;
+//! - `admin`: cluster info and topic lists (224, 206, 106, 311) pipelined 200 at a time, at the real
+//!   table's 100,000 topics;
+//! - `slow-reader`: asks for ten topic lists and a hundred routes, and never reads;
+//! - `audit`: audited requests with a 64 KiB key and sixty fields of a kilobyte;
+//! - `churn`: connects, asks one route, closes.
+//!
+//! It reports the server's peak RSS (sampled from /proc, `--server-pid`) beside the bound SECURITY.md
+//! documents, lookups' latency during the attack against a quiet phase before it, how many of the real
+//! brokers' re-registrations were answered, and what each kind of connection got: answers by code, and
+//! closes by the server. It runs against any NameServer (`perf/compare.sh hostile`); with `--metrics-port`
+//! it also reads rocketns's own counts and pool sizes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+use rocketns::remoting::RemotingCommand;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::driver::new_histogram;
+use crate::wire::register_request;
+use crate::{encode, read_reply};
+
+/// Run the hostile fleet.
+#[derive(Args)]
+pub struct HostileArgs {
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    addr: String,
+    /// The server's process id: its RSS is sampled every 50 ms (Linux).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// rocketns's metrics port: its pools' sizes (for the bound) and its own counts are read at the end.
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Hostile connections of each of the seven kinds.
+    #[arg(long, default_value_t = 150)]
+    per_kind: usize,
+    /// Seconds of quiet lookups before the attack (the baseline), and of the attack.
+    #[arg(long, default_value_t = 10.0)]
+    quiet: f64,
+    #[arg(long, default_value_t = 60.0)]
+    duration: f64,
+    /// Topics of the big real broker (the other three have 100).
+    #[arg(long, default_value_t = 100_000)]
+    real_topics: usize,
+    /// Milliseconds between a real broker's re-registrations (a Java broker's default is 30,000).
+    #[arg(long, default_value_t = 30_000)]
+    reregister_ms: u64,
+    /// Connections asking routes of the real brokers, one request in flight each.
+    #[arg(long, default_value_t = 16)]
+    lookups: usize,
+}
+
+const KINDS: [&str; 7] = ["trickle-registered", "trickle", "zlib", "admin", "slow-reader", "audit", "churn"];
+
+/// What one kind of hostile connection got.
+#[derive(Default)]
+struct KindCounts {
+    sessions: AtomicU64,
+    /// Replies with code 0, and with any other code.
+    success: AtomicU64,
+    refused: AtomicU64,
+    /// Connections the server closed (or reset) under it.
+    closed_by_server: AtomicU64,
+    connect_failed: AtomicU64,
+}
+
+fn add(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The frames the fleet sends, built once.
+struct Frames {
+    /// The start of a 16 MiB REGISTER_BROKER frame, 15 MiB of it.
+    trickle: Vec<u8>,
+    zlib: Vec<u8>,
+    admin: Vec<u8>,
+    slow: Vec<u8>,
+    audit: Vec<u8>,
+    lookup: Vec<u8>,
+}
+
+fn request(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
+    RemotingCommand::request(code, fields.iter().map(|(k, v)| (*k, *v)).collect())
+}
+
+fn lookup(topic: &str) -> RemotingCommand {
+    request(105, &[("topic", topic)])
+}
+
+impl Frames {
+    fn new() -> Frames {
+        let mut start = register_request("made-up", 0, "10.9.0.1:10911", &[], 1, false);
+        start.body = Default::default();
+        let header = encode(&start);
+        let header_len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
+        let mut trickle = ((16u32 << 20) - 4).to_be_bytes().to_vec();
+        trickle.extend_from_slice(&header[4..8 + header_len]);
+        trickle.resize(15 << 20, b'x');
+        let mut zlib = register_request("bomb", 0, "10.8.0.1:10911", &[], 1, false);
+        let fields = zlib.ext_fields.get_or_insert_with(Default::default);
+        fields.insert("compressed", "true");
+        fields.insert("bodyCrc32", "0");
+        zlib.body = zlib_bomb().into();
+        let admin_requests =
+            [request(224, &[("cluster", "DefaultCluster")]), request(206, &[]), request(106, &[]), request(311, &[])];
+        let admin: Vec<u8> = (0..50).flat_map(|_| admin_requests.iter().flat_map(|r| encode(r).to_vec())).collect();
+        let mut slow: Vec<u8> = (0..10).flat_map(|_| encode(&request(206, &[])).to_vec()).collect();
+        slow.extend((0..100).flat_map(|i| encode(&lookup(&format!("real-0-{i}"))).to_vec()));
+        let key = "k".repeat(64 * 1024);
+        let fillers: Vec<(String, String)> = (0..60).map(|i| (format!("f{i}"), "x".repeat(1024))).collect();
+        let mut audited = request(102, &[("namespace", "hostile"), ("key", &key)]);
+        let fields = audited.ext_fields.get_or_insert_with(Default::default);
+        for (k, v) in &fillers {
+            fields.insert(k, v);
+        }
+        Frames {
+            trickle,
+            zlib: encode(&zlib).to_vec(),
+            admin,
+            slow,
+            audit: encode(&audited).to_vec(),
+            lookup: encode(&lookup("real-0-0")).to_vec(),
+        }
+    }
+}
+
+/// 2.5 million identical topic configs: 62 MB inflated, a few hundred kilobytes sent.
+fn zlib_bomb() -> Vec<u8> {
+    use std::io::Write;
+    let item = b"t 1 1 6 SINGLE_TAG";
+    let dv = br#"{"counter":1,"stateVersion":0,"timestamp":1}"#;
+    let mut raw = Vec::with_capacity(64 << 20);
+    raw.extend_from_slice(&(dv.len() as i32).to_be_bytes());
+    raw.extend_from_slice(dv);
+    raw.extend_from_slice(&2_500_000i32.to_be_bytes());
+    for _ in 0..2_500_000 {
+        raw.extend_from_slice(&(item.len() as i32).to_be_bytes());
+        raw.extend_from_slice(item);
+    }
+    raw.extend_from_slice(&2i32.to_be_bytes());
+    raw.extend_from_slice(b"[]");
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let _ = z.write_all(&raw);
+    z.finish().unwrap_or_default()
+}
+
+/// One hostile connection of `kind`, session after session, until `end`.
+async fn hostile(kind: usize, n: usize, addr: String, frames: Arc<Frames>, counts: Arc<KindCounts>, end: Instant) {
+    while Instant::now() < end {
+        let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr)).await else {
+            add(&counts.connect_failed);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        add(&counts.sessions);
+        let outcome = tokio::time::timeout_at(end, session(kind, n, &mut s, &frames, &counts, end)).await;
+        if let Ok(Err(_)) = outcome {
+            add(&counts.closed_by_server);
+        }
+    }
+}
+
+/// One session; `Err` when the server closed the connection under it.
+async fn session(
+    kind: usize,
+    n: usize,
+    s: &mut TcpStream,
+    frames: &Frames,
+    counts: &KindCounts,
+    end: Instant,
+) -> std::io::Result<()> {
+    let reply = |r: RemotingCommand| add(if r.code == 0 { &counts.success } else { &counts.refused });
+    match KINDS[kind] {
+        "trickle-registered" | "trickle" => {
+            if kind == 0 {
+                let name = format!("made-up-{n}");
+                let topics = ["x".to_string(), "y".to_string()];
+                s.write_all(&encode(&register_request(
+                    &name,
+                    0,
+                    &format!("10.9.{}.{}:10911", n / 250, n % 250),
+                    &topics,
+                    1,
+                    false,
+                )))
+                .await?;
+                reply(read_reply(s).await?);
+            }
+            s.write_all(&frames.trickle).await?;
+            loop {
+                s.write_all(b"x").await?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        "zlib" => loop {
+            s.write_all(&frames.zlib).await?;
+            reply(read_reply(s).await?);
+        },
+        "admin" => loop {
+            s.write_all(&frames.admin).await?;
+            for _ in 0..200 {
+                reply(read_reply(s).await?);
+            }
+        },
+        "slow-reader" => {
+            s.write_all(&frames.slow).await?;
+            // Never reads; finds out that the server closed the connection by writing.
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                s.write_all(&frames.lookup).await?;
+            }
+        }
+        "audit" => loop {
+            s.write_all(&frames.audit).await?;
+            reply(read_reply(s).await?);
+        },
+        _ => {
+            s.write_all(&frames.lookup).await?;
+            reply(read_reply(s).await?);
+            let _ = end;
+            Ok(())
+        }
+    }
+}
+
+/// A real broker: registered once, then again every `period`, over its own connection, until `end`.
+struct RealBroker {
+    frame: Vec<u8>,
+    stream: TcpStream,
+}
+
+#[derive(Default)]
+struct RealCounts {
+    sent: AtomicU64,
+    applied: AtomicU64,
+    failed: AtomicU64,
+    slowest_ms: AtomicU64,
+}
+
+async fn real_broker(addr: &str, b: usize, topics: usize) -> Result<RealBroker, String> {
+    let names: Vec<String> = (0..topics).map(|i| format!("real-{b}-{i}")).collect();
+    let frame =
+        encode(&register_request(&format!("real-{b}"), 0, &format!("10.0.0.{}:10911", b + 1), &names, 1, false));
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+    stream.write_all(&frame).await.map_err(|e| format!("register real-{b}: {e}"))?;
+    let reply = read_reply(&mut stream).await.map_err(|e| format!("register real-{b}: {e}"))?;
+    if reply.code != 0 {
+        return Err(format!("register real-{b}: code {} {:?}", reply.code, reply.remark));
+    }
+    Ok(RealBroker { frame: frame.to_vec(), stream })
+}
+
+async fn reregister(mut broker: RealBroker, period: Duration, counts: Arc<RealCounts>, end: Instant) -> RealBroker {
+    let mut next = Instant::now() + period;
+    while next < end {
+        tokio::time::sleep_until(next).await;
+        next += period;
+        add(&counts.sent);
+        let started = Instant::now();
+        let answered = async {
+            broker.stream.write_all(&broker.frame).await?;
+            read_reply(&mut broker.stream).await
+        };
+        match tokio::time::timeout(Duration::from_secs(120), answered).await {
+            Ok(Ok(r)) if r.code == 0 => add(&counts.applied),
+            _ => add(&counts.failed),
+        }
+        counts.slowest_ms.fetch_max(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+    broker
+}
+
+/// Lookups of the real brokers' topics, one at a time, into the quiet or the attack histogram.
+struct LookupStats {
+    quiet: hdrhistogram::Histogram<u64>,
+    attack: hdrhistogram::Histogram<u64>,
+    failed: u64,
+}
+
+async fn lookups(addr: String, seed: u64, real_topics: usize, attack_from: Instant, end: Instant) -> LookupStats {
+    let mut stats = LookupStats { quiet: new_histogram(), attack: new_histogram(), failed: 0 };
+    let Ok(mut s) = TcpStream::connect(&addr).await else {
+        stats.failed += 1;
+        return stats;
+    };
+    let _ = s.set_nodelay(true);
+    let mut i = seed;
+    while Instant::now() < end {
+        i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let b = (i >> 33) % 4;
+        let topic = format!("real-{b}-{}", (i >> 40) as usize % if b == 0 { real_topics } else { 100 });
+        let asked = Instant::now();
+        let answered = async {
+            s.write_all(&encode(&lookup(&topic))).await?;
+            read_reply(&mut s).await
+        };
+        match tokio::time::timeout(Duration::from_secs(10), answered).await {
+            Ok(Ok(r)) if r.code == 0 => {
+                let took = asked.elapsed().as_nanos() as u64;
+                let h = if asked < attack_from { &mut stats.quiet } else { &mut stats.attack };
+                let _ = h.record(took.max(1_000));
+            }
+            Ok(Ok(_)) => stats.failed += 1,
+            _ => {
+                stats.failed += 1;
+                match TcpStream::connect(&addr).await {
+                    Ok(new) => s = new,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        }
+    }
+    stats
+}
+
+/// The server's resident set now, and its peak since the last reset, in bytes.
+fn rss(pid: u32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = |field: &str| -> Option<u64> {
+        text.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((kb("VmRSS:")? * 1024, kb("VmHWM:")? * 1024))
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+async fn metrics_text(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.ok()?;
+    Some(text)
+}
+
+/// What each connection may hold of its own, by SECURITY.md: its read buffer, reply buffer, the decode
+/// its connection lends, its task.
+const PER_CONNECTION: u64 = 96 * 1024;
+/// What the two whole-table encodes at once hold, per topic of the table.
+const ENCODE_PER_TOPIC: u64 = 2 * 48;
+/// The audit queue's bytes.
+const AUDIT_QUEUE: u64 = 4 << 20;
+
+fn ms(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1e6
+}
+
+pub async fn run(args: HostileArgs) -> i32 {
+    let frames = Arc::new(Frames::new());
+    let mut real = Vec::new();
+    for (b, topics) in [args.real_topics, 100, 100, 100].into_iter().enumerate() {
+        match real_broker(&args.addr, b, topics).await {
+            Ok(broker) => real.push(broker),
+            Err(e) => {
+                eprintln!("hostile: {e}");
+                return 2;
+            }
+        }
+    }
+    let start = Instant::now();
+    let attack_from = start + Duration::from_secs_f64(args.quiet);
+    let end = attack_from + Duration::from_secs_f64(args.duration);
+    let real_counts = Arc::new(RealCounts::default());
+    let reregistering: Vec<_> = real
+        .into_iter()
+        .map(|b| tokio::spawn(reregister(b, Duration::from_millis(args.reregister_ms), real_counts.clone(), end)))
+        .collect();
+    // On a thread and a runtime of their own: the attackers' own work must not show as lookups' latency.
+    let (addr, count, real_topics) = (args.addr.clone(), args.lookups, args.real_topics);
+    let lookup_thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        rt.block_on(async move {
+            let tasks: Vec<_> = (0..count)
+                .map(|i| tokio::spawn(lookups(addr.clone(), i as u64 + 1, real_topics, attack_from, end)))
+                .collect();
+            let mut all = Vec::new();
+            for t in tasks {
+                if let Ok(s) = t.await {
+                    all.push(s);
+                }
+            }
+            all
+        })
+    });
+    tokio::time::sleep_until(attack_from).await;
+    // The quiet resident set holds the route table; the peak is the attack's own from here.
+    let quiet_rss = args.server_pid.and_then(rss).map_or(0, |r| r.0);
+    if let Some(pid) = args.server_pid {
+        let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    }
+    let counts: Vec<Arc<KindCounts>> = KINDS.iter().map(|_| Arc::default()).collect();
+    let mut attackers = Vec::new();
+    for (kind, kind_counts) in counts.iter().enumerate() {
+        for n in 0..args.per_kind {
+            let (addr, frames, kind_counts) = (args.addr.clone(), frames.clone(), kind_counts.clone());
+            attackers.push(tokio::spawn(hostile(kind, n, addr, frames, kind_counts, end)));
+        }
+    }
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = args.server_pid.map(|pid| {
+        let sampling = sampling.clone();
+        tokio::spawn(async move {
+            let mut peak = 0;
+            while sampling.load(Ordering::Relaxed) {
+                if let Some((now, hwm)) = rss(pid) {
+                    peak = peak.max(now).max(hwm);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            peak
+        })
+    });
+    for a in attackers {
+        let _ = a.await;
+    }
+    sampling.store(false, Ordering::Relaxed);
+    let peak = match sampler {
+        Some(s) => s.await.unwrap_or(0),
+        None => 0,
+    };
+    let mut quiet = new_histogram();
+    let mut attack = new_histogram();
+    let mut lookups_failed = 0;
+    for s in tokio::task::spawn_blocking(move || lookup_thread.join().unwrap_or_default()).await.unwrap_or_default() {
+        let _ = quiet.add(&s.quiet);
+        let _ = attack.add(&s.attack);
+        lookups_failed += s.failed;
+    }
+    let mut brokers = Vec::new();
+    for r in reregistering {
+        if let Ok(b) = r.await {
+            brokers.push(b);
+        }
+    }
+    // After the attack: every real broker still routed, and the server answering.
+    let mut probe = TcpStream::connect(&args.addr).await.ok();
+    let mut routed = 0;
+    for b in 0..4 {
+        if let Some(s) = probe.as_mut()
+            && s.write_all(&encode(&lookup(&format!("real-{b}-0")))).await.is_ok()
+            && read_reply(s).await.is_ok_and(|r| r.code == 0)
+        {
+            routed += 1;
+        }
+    }
+    let metrics = match args.metrics_port {
+        Some(port) => metrics_text(port).await,
+        None => None,
+    };
+    let pool = |name: &str| {
+        metrics.as_deref().and_then(|t| metric(t, &format!("rocketns_memory_budget_capacity_bytes{{pool=\"{name}\"}}")))
+    };
+    let hostile_connections = (args.per_kind * KINDS.len()) as u64;
+    let bound = match (pool("requests"), pool("replies")) {
+        (Some(requests), Some(replies)) => Some(
+            quiet_rss
+                + requests as u64
+                + replies as u64
+                + AUDIT_QUEUE
+                + PER_CONNECTION * (hostile_connections + args.lookups as u64 + 8)
+                + ENCODE_PER_TOPIC * (args.real_topics as u64 + 300),
+        ),
+        _ => None,
+    };
+    let mb = |b: u64| b as f64 / (1 << 20) as f64;
+    println!(
+        "hostile fleet: {hostile_connections} hostile connections, {:.0} s of attack after {:.0} s quiet",
+        args.duration, args.quiet
+    );
+    println!(
+        "server RSS: quiet {:.1} MB, peak under attack {:.1} MB, documented bound {}",
+        mb(quiet_rss),
+        mb(peak),
+        bound.map_or("n/a (no metrics port)".to_string(), |b| format!("{:.1} MB", mb(b)))
+    );
+    for (name, h) in [("quiet", &quiet), ("attack", &attack)] {
+        println!(
+            "lookups {name}: {} answered, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+            h.len(),
+            ms(h, 0.5),
+            ms(h, 0.99),
+            ms(h, 0.999),
+            h.max() as f64 / 1e6
+        );
+    }
+    let rc = &real_counts;
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    println!(
+        "real brokers: {} re-registrations sent, {} applied, {} failed, slowest {} ms; {routed} of 4 routed at the end; {lookups_failed} lookups failed",
+        load(&rc.sent),
+        load(&rc.applied),
+        load(&rc.failed),
+        load(&rc.slowest_ms)
+    );
+    let mut kinds_json = Vec::new();
+    for (name, c) in KINDS.iter().zip(&counts) {
+        println!(
+            "  {name:<19} sessions {:>6}  answered ok {:>7}  refused {:>6}  closed by the server {:>6}  connect failed {:>4}",
+            load(&c.sessions),
+            load(&c.success),
+            load(&c.refused),
+            load(&c.closed_by_server),
+            load(&c.connect_failed)
+        );
+        kinds_json.push(format!(
+            r#""{name}":{{"sessions":{},"ok":{},"refused":{},"closed_by_server":{},"connect_failed":{}}}"#,
+            load(&c.sessions),
+            load(&c.success),
+            load(&c.refused),
+            load(&c.closed_by_server),
+            load(&c.connect_failed)
+        ));
+    }
+    if let Some(text) = &metrics {
+        let show = [
+            "rocketns_large_frames_refused_total{reason=\"too_slow\"}",
+            "rocketns_large_frames_refused_total{reason=\"reply_not_taken\"}",
+            "rocketns_registration_bodies_refused_total{reason=\"too_large\"}",
+            "rocketns_registration_bodies_refused_total{reason=\"no_room\"}",
+            "rocketns_table_bodies_encoded_total",
+            "rocketns_audit_lines_lost_total",
+        ];
+        for name in show {
+            println!("  {name} {}", metric(text, name).unwrap_or(f64::NAN));
+        }
+    }
+    println!(
+        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_attack":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_failed":{lookups_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
+        bound.map_or("null".to_string(), |b| b.to_string()),
+        quiet.len(),
+        ms(&quiet, 0.5),
+        ms(&quiet, 0.99),
+        ms(&quiet, 0.999),
+        quiet.max() as f64 / 1e6,
+        attack.len(),
+        ms(&attack, 0.5),
+        ms(&attack, 0.99),
+        ms(&attack, 0.999),
+        attack.max() as f64 / 1e6,
+        load(&rc.sent),
+        load(&rc.applied),
+        load(&rc.failed),
+        load(&rc.slowest_ms),
+        kinds_json.join(",")
+    );
+    drop(brokers);
+    0
+}
