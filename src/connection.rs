@@ -8,10 +8,15 @@
 //! is not read from (TCP pushes back on the sender) and waits its turn, however long; once it has room, its
 //! bytes must arrive within `largeFrameTimeoutMillis`. A reply body over 16 KiB waits for room in the
 //! replies pool, and must be taken by the peer within the same time.
+//!
+//! A connection that sends anything but route lookups moves to the work lane (`lane.rs`), with everything
+//! it carries from one frame to the next (`Progress`), and is served there from then on.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use tokio::time::Sleep;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
@@ -19,7 +24,7 @@ use tokio_util::codec::Decoder;
 use crate::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
 use crate::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
-use crate::remoting::{FrameDecoder, OutQueue, announced_frame_len, decode_command, peek_header};
+use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, announced_frame_len, decode_command, peek_header};
 use crate::route::{BrokerAddrKey, ConnId};
 use crate::state::ServerState;
 
@@ -52,6 +57,28 @@ pub struct Connection<S> {
     /// `writeBufferHighWaterMark`.
     high_water: usize,
     registered_broker: bool,
+    /// Served on the work lane (or there is none: an embedder without one).
+    on_lane: bool,
+}
+
+/// What a connection carries from one frame to the next, and to the work lane when it moves there.
+struct Progress {
+    read_buf: BytesMut,
+    read_size: usize,
+    out: OutQueue,
+    tally: RequestTally,
+    large: Option<LargeFrame>,
+    last_read: Instant,
+    /// The request that moved the connection to the lane, answered there first.
+    first: Option<(RemotingCommand, RequestRoom)>,
+}
+
+/// How a connection's loop ended.
+enum Served {
+    /// The peer closed it, or it was closed (logged and counted where it was decided).
+    Ended,
+    /// It is to go on in the work lane.
+    Moving,
 }
 
 /// Why a connection waiting for its peer woke up.
@@ -100,6 +127,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let decoder = FrameDecoder::new(frame_cap(config.frame_max_length));
         let (idle_timeout, large_frame_timeout) = (config.channel_idle_timeout(), config.large_frame_timeout());
         let high_water = config.reply_high_water_mark();
+        let on_lane = state.lane.is_none();
         Connection {
             stream,
             id,
@@ -110,133 +138,179 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             idle_timeout,
             high_water,
             registered_broker: false,
+            on_lane,
         }
-    }
-
-    /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
-    /// be decoded (which closes only this connection, as in Java), or a large frame or reply of it is too
-    /// slow. Returns whether a broker registered over it (only then can its close remove brokers).
-    pub async fn run(mut self) -> bool {
-        let _ = self.serve().await;
-        self.registered_broker
     }
 
     fn caller(&self) -> crate::processor::Caller {
         crate::processor::Caller { conn: self.id, addr: self.peer }
     }
 
-    async fn serve(&mut self) -> Result<(), Closing> {
-        let mut read_buf = BytesMut::new();
-        let mut read_size = FIRST_READ;
-        let mut out = OutQueue::new(self.state.config.load().reply_serialize_type());
-        let mut tally = RequestTally::default();
-        let mut large: Option<LargeFrame> = None;
+    /// The first time this connection sends anything but a lookup: whether it is to move to the lane now.
+    fn moves_for(&self, code: i32) -> bool {
+        !self.on_lane && code != request::GET_ROUTEINFO_BY_TOPIC
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static> Connection<S> {
+    /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
+    /// be decoded (which closes only this connection, as in Java), or a large frame or reply of it is too
+    /// slow. Returns whether a broker registered over it (only then can its close remove brokers).
+    pub async fn run(mut self) -> bool {
+        let state = self.state.config.load().reply_serialize_type();
+        let mut progress = Progress {
+            read_buf: BytesMut::new(),
+            read_size: FIRST_READ,
+            out: OutQueue::new(state),
+            tally: RequestTally::default(),
+            large: None,
+            last_read: Instant::now(),
+            first: None,
+        };
+        if let Ok(Served::Moving) = self.serve(&mut progress).await
+            && let Some(lane) = self.state.lane.clone()
+        {
+            self.on_lane = true;
+            let moved = lane.spawn(async move {
+                let _ = self.serve(&mut progress).await;
+                self.registered_broker
+            });
+            return match moved.await {
+                Ok(registered) => registered,
+                Err(e) => match e.try_into_panic() {
+                    Ok(panic) => std::panic::resume_unwind(panic),
+                    // The lane stopped (the server is stopping): the slot looks for brokers to remove.
+                    Err(_) => true,
+                },
+            };
+        }
+        self.registered_broker
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+
+    async fn serve(&mut self, p: &mut Progress) -> Result<Served, Closing> {
         // One timer for the connection, moved only when it fires early: arming and clearing a timer around
         // every read cost about 3 % of a request when each read brings one (1,000 connections x 1).
-        let mut last_read = Instant::now();
-        let timer = tokio::time::sleep_until(last_read + self.idle_timeout);
+        let timer = tokio::time::sleep_until(p.last_read + self.idle_timeout);
         tokio::pin!(timer);
+        if let Some((mut cmd, room)) = p.first.take() {
+            self.answer(&mut cmd, room, &mut p.out, &mut p.tally).await;
+            // Written before the next request can wait for room: holding a large reply unwritten while
+            // waiting for more room of the same pool, as many connections could at once, would wait forever.
+            self.flush(&mut p.out).await?;
+        }
         loop {
-            self.answer_buffered(&mut read_buf, read_size, &mut large, &mut out, &mut tally).await?;
-            tally.flush(&self.state.metrics);
+            if let Served::Moving = self.answer_buffered(p).await? {
+                return Ok(Served::Moving);
+            }
+            p.tally.flush(&self.state.metrics);
             // Many pipelined requests grew the buffer; do not keep it per connection.
-            if read_buf.is_empty() && read_buf.capacity() > SMALL_FRAME {
-                read_buf = BytesMut::new();
+            if p.read_buf.is_empty() && p.read_buf.capacity() > SMALL_FRAME {
+                p.read_buf = BytesMut::new();
             }
-            self.flush(&mut out).await?;
-            if self.make_room(&mut read_buf, &mut large).await {
+            self.flush(&mut p.out).await?;
+            if !self.on_lane && announced_frame_len(&p.read_buf).is_some_and(|len| len > SMALL_FRAME) {
+                return Ok(Served::Moving);
+            }
+            if self.make_room(&mut p.read_buf, &mut p.large).await {
                 // Waiting for room was the server's doing, not the peer's idleness.
-                last_read = Instant::now();
+                p.last_read = Instant::now();
             }
-            let deadline = large.as_ref().map_or(last_read + self.idle_timeout, |frame| frame.deadline);
-            if deadline < timer.deadline() {
-                timer.as_mut().reset(deadline);
-            }
-            let room = match &large {
-                // A large frame's buffer has exactly its room: growing it near its end would copy megabytes.
-                Some(_) => LARGE_FRAME_READ.min(read_buf.capacity() - read_buf.len()),
-                None => {
-                    read_buf.reserve(read_size);
-                    read_buf.capacity() - read_buf.len()
-                }
-            };
-            let mut stream = (&mut self.stream).take(room as u64);
-            let read = loop {
-                tokio::select! {
-                    biased;
-                    read = stream.read_buf(&mut read_buf) => break Woke::Read(read),
-                    reply = out.next_late_reply() => {
-                        out.push(&reply);
-                        break Woke::LateReply;
-                    }
-                    () = &mut timer => {
-                        let idle_at = last_read + self.idle_timeout;
-                        let deadline = large.as_ref().map_or(idle_at, |frame| frame.deadline);
-                        if Instant::now() >= deadline {
-                            break Woke::Idle;
-                        }
-                        timer.as_mut().reset(deadline);
-                    }
-                }
-            };
-            match read {
-                Woke::Idle if large.is_some() => {
-                    let timeout_ms = self.large_frame_timeout.as_millis();
-                    tracing::warn!(conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
-                    self.state.metrics.budget.frames_too_slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return Err(Closing);
-                }
-                Woke::Idle => {
-                    tracing::info!(conn = self.id, "connection idle, closing it");
-                    return Err(Closing);
-                }
-                Woke::Read(Ok(0)) => {
-                    if !read_buf.is_empty() {
-                        tracing::debug!(conn = self.id, pending = read_buf.len(), "peer closed mid-frame");
-                    }
-                    return Ok(());
-                }
-                Woke::LateReply => {}
-                Woke::Read(Ok(n)) => {
-                    last_read = Instant::now();
-                    if n == room && large.is_none() {
-                        read_size = (read_size * 2).min(SMALL_FRAME);
-                    }
-                }
-                Woke::Read(Err(_)) => return Err(Closing),
+            if !self.read_more(p, timer.as_mut()).await? {
+                return Ok(Served::Ended);
             }
         }
     }
 
-    /// Answers every complete frame in `read_buf`. Their replies are written, and the task yields, whenever
+    /// Waits for the peer's next bytes (or a late reply to queue), and reads them. Returns whether the
+    /// connection is still open (not when the peer closed it); an error when it is closed for idleness or a
+    /// large frame's lateness.
+    async fn read_more(&mut self, p: &mut Progress, mut timer: Pin<&mut Sleep>) -> Result<bool, Closing> {
+        let deadline = p.large.as_ref().map_or(p.last_read + self.idle_timeout, |frame| frame.deadline);
+        if deadline < timer.deadline() {
+            timer.as_mut().reset(deadline);
+        }
+        let room = match &p.large {
+            // A large frame's buffer has exactly its room: growing it near its end would copy megabytes.
+            Some(_) => LARGE_FRAME_READ.min(p.read_buf.capacity() - p.read_buf.len()),
+            None => {
+                p.read_buf.reserve(p.read_size);
+                p.read_buf.capacity() - p.read_buf.len()
+            }
+        };
+        let mut stream = (&mut self.stream).take(room as u64);
+        let read = loop {
+            tokio::select! {
+                biased;
+                read = stream.read_buf(&mut p.read_buf) => break Woke::Read(read),
+                reply = p.out.next_late_reply() => {
+                    p.out.push(&reply);
+                    break Woke::LateReply;
+                }
+                () = &mut timer => {
+                    let idle_at = p.last_read + self.idle_timeout;
+                    let deadline = p.large.as_ref().map_or(idle_at, |frame| frame.deadline);
+                    if Instant::now() >= deadline {
+                        break Woke::Idle;
+                    }
+                    timer.as_mut().reset(deadline);
+                }
+            }
+        };
+        match read {
+            Woke::Idle if p.large.is_some() => {
+                let timeout_ms = self.large_frame_timeout.as_millis();
+                tracing::warn!(conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
+                self.state.metrics.budget.frames_too_slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Err(Closing)
+            }
+            Woke::Idle => {
+                tracing::info!(conn = self.id, "connection idle, closing it");
+                Err(Closing)
+            }
+            Woke::Read(Ok(0)) => {
+                if !p.read_buf.is_empty() {
+                    tracing::debug!(conn = self.id, pending = p.read_buf.len(), "peer closed mid-frame");
+                }
+                Ok(false)
+            }
+            Woke::Read(Ok(n)) => {
+                p.last_read = Instant::now();
+                if n == room && p.large.is_none() {
+                    p.read_size = (p.read_size * 2).min(SMALL_FRAME);
+                }
+                Ok(true)
+            }
+            Woke::LateReply => Ok(true),
+            Woke::Read(Err(_)) => Err(Closing),
+        }
+    }
+
+    /// Answers every complete frame in `read_buf`, or stops at the first that moves the connection to the
+    /// lane (it is left in `first`). Replies are written, and the task yields, whenever
     /// `writeBufferHighWaterMark` bytes, a large body or `MAX_UNFLUSHED` replies are queued: a pipelining
     /// client cannot hold the worker thread, nor make the server hold its replies.
-    async fn answer_buffered(
-        &mut self,
-        read_buf: &mut BytesMut,
-        read_size: usize,
-        large: &mut Option<LargeFrame>,
-        out: &mut OutQueue,
-        tally: &mut RequestTally,
-    ) -> Result<(), Closing> {
+    async fn answer_buffered(&mut self, p: &mut Progress) -> Result<Served, Closing> {
         let mut unflushed = 0;
         loop {
-            let frame = match self.decoder.decode(read_buf) {
+            let frame = match self.decoder.decode(&mut p.read_buf) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return Ok(()),
+                Ok(None) => return Ok(Served::Ended),
                 Err(e) => {
                     tracing::warn!(conn = self.id, error = %e, "undecodable frame, closing connection");
                     return Err(Closing);
                 }
             };
             // The room is held until the frame's request has been processed.
-            let room = large.take().map(|frame| frame.room).unwrap_or_default();
+            let room = p.large.take().map(|frame| frame.room).unwrap_or_default();
             if room.frame > 0 {
                 // The large buffer is the frame's alone now (its handler frees a registration's body once
                 // parsed); whatever followed it goes into a small one.
-                let mut rest = BytesMut::with_capacity(read_size.max(read_buf.len()));
-                rest.extend_from_slice(read_buf);
-                *read_buf = rest;
+                let mut rest = BytesMut::with_capacity(p.read_size.max(p.read_buf.len()));
+                rest.extend_from_slice(&p.read_buf);
+                p.read_buf = rest;
             }
             let mut cmd = match decode_command(frame) {
                 Ok(cmd) => cmd,
@@ -249,23 +323,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 tracing::debug!(conn = self.id, opaque = cmd.opaque, "unexpected response frame ignored");
                 continue;
             }
-            tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
-            let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
-            let started = sampled.then(std::time::Instant::now);
-            let code = crate::processor::dispatch(&self.state, &mut cmd, self.caller(), out, room).await;
-            if let Some(started) = started {
-                self.state.metrics.record_lookup_latency(started.elapsed());
+            if self.moves_for(cmd.code) {
+                self.flush(&mut p.out).await?;
+                p.first = Some((cmd, room));
+                return Ok(Served::Moving);
             }
-            tally.record(cmd.code, code == response::SUCCESS);
-            if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
-                self.registered_broker = true;
-            }
+            self.answer(&mut cmd, room, &mut p.out, &mut p.tally).await;
             unflushed += 1;
+            let out = &mut p.out;
             if out.pending_bytes() >= self.high_water || out.holds_large() || unflushed >= MAX_UNFLUSHED {
                 self.flush(out).await?;
                 unflushed = 0;
                 tokio::task::yield_now().await;
             }
+        }
+    }
+
+    /// Answers one request into `out`.
+    async fn answer(&mut self, cmd: &mut RemotingCommand, room: RequestRoom, out: &mut OutQueue, tally: &mut RequestTally) {
+        tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
+        let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
+        let started = sampled.then(std::time::Instant::now);
+        let code = crate::processor::dispatch(&self.state, cmd, self.caller(), out, room).await;
+        if let Some(started) = started {
+            self.state.metrics.record_lookup_latency(started.elapsed());
+        }
+        tally.record(cmd.code, code == response::SUCCESS);
+        if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
+            self.registered_broker = true;
         }
     }
 

@@ -1,8 +1,8 @@
 //! rocketns: a drop-in Apache RocketMQ NameServer.
 //!
 //! To embed it: load or build a [`NamesrvConfig`] (the Java NameServer's keys), [`NameServer::bind`] it,
-//! and [`NameServer::run`] it until a shutdown future completes; [`server::ServeError`] says why it stopped
-//! on its own. That is the whole public API. Everything else is internal (public only with the `testing`
+//! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]), and [`NameServer::run`] it until a shutdown
+//! future completes; [`server::ServeError`] says why it stopped on its own. That is the whole public API. Everything else is internal (public only with the `testing`
 //! feature, for this crate's tests, benches, fuzz targets and load generator), laid out as the Java
 //! NameServer is split:
 //! - `remoting`: frames and command headers (the wire codec); `json`: the fastjson-compatible JSON writer;
@@ -39,6 +39,7 @@ macro_rules! internal_modules {
 }
 
 pub mod config;
+pub mod lane;
 pub mod server;
 
 internal_modules!(

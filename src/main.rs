@@ -90,7 +90,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async move {
+    // Everything but route lookups, at a lower priority (src/lane.rs); as many threads as cores, so that it
+    // has them all when lookups leave them.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let lane_runtime = match rocketns::lane::WorkLane::new(cores) {
+        Ok(lane) => lane,
+        Err(e) => {
+            eprintln!("rocketns: cannot start the work lane: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let lane = &lane_runtime;
+    let code = runtime.block_on(async move {
         let signals = match ShutdownSignals::install() {
             Ok(s) => s,
             Err(e) => {
@@ -106,7 +117,7 @@ fn main() -> ExitCode {
             NameServer::bind_with(config, cli.config_file.clone(), properties).await
         };
         let server = match started {
-            Ok(s) => s,
+            Ok(s) => s.with_work_lane(lane),
             Err(e) => {
                 eprintln!("rocketns: {e}");
                 return ExitCode::FAILURE;
@@ -127,7 +138,10 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-    })
+    });
+    // Its threads wait for nothing now; it is dropped outside of any runtime, as it must be.
+    drop(lane_runtime);
+    code
 }
 
 /// Logs go to stderr, so that `-p` output stays clean on stdout: as text, or with `logFormat=json` one

@@ -161,6 +161,13 @@ impl NameServer {
         Ok(NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor: None, state, writer })
     }
 
+    /// Serves connections that send anything but route lookups on `lane`'s lower-priority threads (the
+    /// binary always does; without it, everything is served on the runtime `run` runs on).
+    pub fn with_work_lane(mut self, lane: &crate::lane::WorkLane) -> Self {
+        self.state.lane = Some(lane.handle());
+        self
+    }
+
     /// The metrics port's address, when `metricsPort` is set.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok())

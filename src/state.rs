@@ -37,10 +37,21 @@ pub struct ServerState {
     pub budget: crate::budget::MemoryBudget,
     /// Turns to encode a whole-table body (`processor::table_body`).
     pub table_encodes: Arc<tokio::sync::Semaphore>,
+    /// Turns to decode a registration body (`processor::broker`): half the cores, at least one.
+    pub decoders: Arc<tokio::sync::Semaphore>,
+    /// Where connections that send anything but lookups are served (`lane.rs`); `None` serves them all on
+    /// the runtime the server runs on.
+    pub lane: Option<tokio::runtime::Handle>,
 }
 
 /// Whole-table bodies encoded at once at most.
 pub const TABLE_ENCODES: usize = 2;
+
+/// Registration bodies decoded at once at most: half the cores, at least one. A compressed body of a few
+/// hundred kilobytes can take a tenth of a second to inflate; many at once took every core from lookups.
+pub fn decoders() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get() / 2).max(1)
+}
 
 impl ServerState {
     pub fn new(
@@ -66,6 +77,8 @@ impl ServerState {
             audit: Arc::new(crate::audit::AuditLog::to_log(metrics.clone())),
             budget,
             table_encodes: Arc::new(tokio::sync::Semaphore::new(TABLE_ENCODES)),
+            decoders: Arc::new(tokio::sync::Semaphore::new(decoders())),
+            lane: None,
         }
     }
 

@@ -359,3 +359,33 @@ fn pipelined_replies_are_held_to_the_high_water_mark() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// Eight connections each ask for the topic list twice in one write (20,000 topics: 280 kB a list) while
+/// the replies pool has room for two lists, and read both replies. A connection writes a large reply
+/// before its next request may wait for room: holding one unwritten while waiting for another, the eight
+/// once waited for each other forever (the request that moves a connection to the work lane was answered
+/// without that write).
+#[test]
+fn connections_waiting_for_reply_room_never_wait_for_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "largeReplyBufferBytes=600000\n";
+    let (mut server, addr) = spawn_binary(&properties_file(dir.path(), 0, extra));
+    let _broker = big_broker(&addr, 20_000);
+    let twice: Vec<u8> = (0..2).flat_map(|_| frame_bytes(&request(206, &[]))).collect();
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let (addr, twice) = (addr.clone(), twice.clone());
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(&addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                c.write_all(&twice).unwrap();
+                (0..2).map(|_| blocking_reply(&mut c).expect("both replies come").body.len()).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for r in readers {
+        assert!(r.join().unwrap().iter().all(|len| *len > 250_000));
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -106,9 +106,7 @@ async fn decode_within_budget(
     let most = pool.capacity() / 2;
     let wants = if received.is_compressed() {
         let body = received.clone();
-        let need = crate::offload::on_blocking_pool(move || body.compressed_need())
-            .await
-            .ok_or(RequestError::ShuttingDown)??;
+        let need = decoding(p, move || body.compressed_need()).await??;
         vec![need]
     } else {
         vec![received.json_allowance().min(most), most]
@@ -132,24 +130,30 @@ async fn decode_within_budget(
             }
         }
         let body = received.clone();
-        // A panic while decoding is a bug: this connection's task ends with it, and the server logs it.
-        match crate::offload::on_blocking_pool(move || body.decode_within(allowance)).await {
-            None => return Err(RequestError::ShuttingDown),
-            Some(Ok((body, held))) => {
+        match decoding(p, move || body.decode_within(allowance)).await {
+            Err(e) => return Err(e),
+            Ok(Ok((body, held))) => {
                 // The body's bytes are freed with `received`; the parsed registration keeps what it holds
                 // beyond what its connection lends it, and the rest of the room is given back.
                 drop(received);
                 let held = room.charge.split_off(held.saturating_sub(CONNECTION_DECODE));
                 return Ok((body, held));
             }
-            Some(Err(BodyError::OverAllowance(_))) => continue,
-            Some(Err(e)) => return Err(e.into()),
+            Ok(Err(BodyError::OverAllowance(_))) => continue,
+            Ok(Err(e)) => return Err(e.into()),
         }
     }
     counters.bodies_too_large.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Err(RequestError::InvalidBody(format!(
         "the registration body needs more than {most} bytes to decode (half of largeFrameBufferBytes)"
     )))
+}
+
+/// Runs `decode` on the blocking pool, in its turn (`ServerState::decoders`). A panic while decoding is a bug:
+/// this connection's task ends with it, and the server logs it.
+async fn decoding<T: Send + 'static>(p: &ServerState, decode: impl FnOnce() -> T + Send + 'static) -> Result<T, RequestError> {
+    let _turn = p.decoders.acquire().await.map_err(|_| RequestError::ShuttingDown)?;
+    crate::offload::on_blocking_pool(decode).await.ok_or(RequestError::ShuttingDown)
 }
 
 /// Answers once queued; the removal happens in the writer's next batch, as in Java.
