@@ -31,12 +31,16 @@ const QUEUE: usize = 4096;
 pub const QUEUE_BYTES: usize = 4 << 20;
 /// Longest request body kept in a line (UPDATE_NAMESRV_CONFIG's properties, REGISTER_TOPIC_IN_NAMESRV's
 /// route); the line says how long the whole body was.
-const BODY_SHOWN: usize = 4096;
-/// Header fields kept in a line, and how much of each key and value: a line is at most about 30 KiB,
+const BODY_SHOWN: usize = 2048;
+/// Header fields kept in a line, and how much of each key and value: a line is at most about 6 KiB,
 /// whatever a client sends (values are cut as remarks are, saying their whole length).
-const FIELDS_SHOWN: usize = 64;
-const KEY_SHOWN: usize = 128;
-const VALUE_SHOWN: usize = 256;
+const FIELDS_SHOWN: usize = 16;
+const KEY_SHOWN: usize = 64;
+const VALUE_SHOWN: usize = 128;
+/// Lines a second on average, and at once: a client repeating an audited request cannot make the server
+/// write more than 600 kB of audit a second, to the file or to the log. Lines beyond are counted lost.
+const LINES_PER_SECOND: u32 = 100;
+const LINES_AT_ONCE: u32 = 1000;
 /// The log target of audit lines without `auditLogPath`.
 pub const TARGET: &str = "rocketns::audit";
 
@@ -67,6 +71,7 @@ pub struct AuditLog {
     /// The file's writer thread, with `auditLogPath`.
     file: Option<SyncSender<String>>,
     metrics: Arc<Metrics>,
+    lines: crate::throttle::LineBudget,
 }
 
 /// Bytes of lines queued for the file (`rocketns_audit_queue_bytes`).
@@ -77,7 +82,7 @@ fn queued(metrics: &Metrics) -> &std::sync::atomic::AtomicI64 {
 impl AuditLog {
     /// To the ordinary log.
     pub fn to_log(metrics: Arc<Metrics>) -> Self {
-        AuditLog { file: None, metrics }
+        AuditLog { file: None, metrics, lines: crate::throttle::LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE) }
     }
 
     /// To the ordinary log when `path` is empty, else appended to the file at `path` (created if missing).
@@ -99,7 +104,8 @@ impl AuditLog {
             .name("rocketns-audit".into())
             .spawn(move || write_lines(file, &path, lines, &counters))
             .map_err(failed)?;
-        Ok(AuditLog { file: Some(sender), metrics })
+        let lines = crate::throttle::LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE);
+        Ok(AuditLog { file: Some(sender), metrics, lines })
     }
 
     /// Records one answered request, if its code is audited.
@@ -108,6 +114,10 @@ impl AuditLog {
         let counters = &self.metrics.audit;
         let counter = if resp.code == response::SUCCESS { &counters.succeeded } else { &counters.refused };
         counter.fetch_add(1, Ordering::Relaxed);
+        if !self.lines.allow() {
+            counters.lost.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let line = line(peer, req, name, resp).to_string();
         let Some(file) = &self.file else {
             tracing::info!(target: TARGET, "{line}");

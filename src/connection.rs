@@ -34,7 +34,7 @@ use crate::state::ServerState;
 const FIRST_READ: usize = 1024;
 /// A large frame is read in pieces of at most this much: each piece's fresh pages are faulted in by the
 /// worker thread that reads it, which must not hold the lookups queued there for long.
-const LARGE_FRAME_READ: usize = 256 * 1024;
+const LARGE_FRAME_READ: usize = 64 * 1024;
 /// Requests answered before their replies are written and the task yields to the others on its thread.
 const MAX_UNFLUSHED: usize = 64;
 /// How often a broker whose registration waits for room is marked alive meanwhile, at most (and at least
@@ -161,7 +161,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static> Connection<S> {
         let mut progress = Progress {
             read_buf: BytesMut::new(),
             read_size: FIRST_READ,
-            out: OutQueue::new(state),
+            out: OutQueue::new(state).paced(self.state.reply_pacer.clone()),
             tally: RequestTally::default(),
             large: None,
             last_read: Instant::now(),
@@ -262,12 +262,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         match read {
             Woke::Idle if p.large.is_some() => {
                 let timeout_ms = self.large_frame_timeout.as_millis();
-                tracing::warn!(conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
+                crate::throttle::client_log!(warn, conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
                 self.state.metrics.budget.frames_too_slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Err(Closing)
             }
             Woke::Idle => {
-                tracing::info!(conn = self.id, "connection idle, closing it");
+                crate::throttle::client_log!(info, conn = self.id, "connection idle, closing it");
                 Err(Closing)
             }
             Woke::Read(Ok(0)) => {
@@ -299,7 +299,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return Ok(Served::Ended),
                 Err(e) => {
-                    tracing::warn!(conn = self.id, error = %e, "undecodable frame, closing connection");
+                    crate::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable frame, closing connection");
                     return Err(Closing);
                 }
             };
@@ -315,7 +315,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             let mut cmd = match decode_command(frame) {
                 Ok(cmd) => cmd,
                 Err(e) => {
-                    tracing::warn!(conn = self.id, error = %e, "undecodable header, closing connection");
+                    crate::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
                     return Err(Closing);
                 }
             };
@@ -370,12 +370,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             Err(_) if large => {
                 let timeout_ms = limit.as_millis();
-                tracing::warn!(conn = self.id, timeout_ms, "large reply not taken in time, closing connection");
+                crate::throttle::client_log!(warn, conn = self.id, timeout_ms, "large reply not taken in time, closing connection");
                 self.state.metrics.budget.replies_not_taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Err(Closing)
             }
             Err(_) => {
-                tracing::info!(conn = self.id, "peer takes no replies, closing the connection");
+                crate::throttle::client_log!(info, conn = self.id, "peer takes no replies, closing the connection");
                 Err(Closing)
             }
         }

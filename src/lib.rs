@@ -61,6 +61,7 @@ internal_modules!(
     remoting,
     route,
     state,
+    throttle,
     tls,
     upgrade,
 );

@@ -291,6 +291,11 @@ impl Metrics {
                 self.connections_refused.load(Ordering::Relaxed),
             ),
             (
+                "rocketns_client_log_lines_dropped_total",
+                "Log lines about what clients did (malformed frames, refused signatures, slow frames) not written: over 50 a second.",
+                crate::throttle::client_lines().dropped.load(Ordering::Relaxed),
+            ),
+            (
                 "rocketns_table_bodies_encoded_total",
                 "Whole-table reply bodies (cluster info, topic lists) encoded: once per kind and route snapshot, shared by every request for it.",
                 self.table_bodies_encoded.load(Ordering::Relaxed),

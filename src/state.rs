@@ -42,6 +42,8 @@ pub struct ServerState {
     /// Where connections that send anything but lookups are served (`lane.rs`); `None` serves them all on
     /// the runtime the server runs on.
     pub lane: Option<tokio::runtime::Handle>,
+    /// The pace of large replies (`largeReplyBytesPerSecond`).
+    pub reply_pacer: Arc<crate::throttle::BytePacer>,
 }
 
 /// Whole-table bodies encoded at once at most.
@@ -62,6 +64,7 @@ impl ServerState {
     ) -> Self {
         let metrics: Arc<crate::metrics::Metrics> = Default::default();
         let budget = crate::budget::MemoryBudget::from_config(&config.load(), &metrics);
+        let reply_pacer = Arc::new(crate::throttle::BytePacer::new(config.load().large_reply_bytes_per_second));
         ServerState {
             routes,
             config,
@@ -79,6 +82,7 @@ impl ServerState {
             table_encodes: Arc::new(tokio::sync::Semaphore::new(TABLE_ENCODES)),
             decoders: Arc::new(tokio::sync::Semaphore::new(decoders())),
             lane: None,
+            reply_pacer,
         }
     }
 

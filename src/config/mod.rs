@@ -228,6 +228,10 @@ namesrv_config! {
     /// The memory budget's `replies` pool: reply bodies over 16 KiB (a 100,000-topic list, a large cluster
     /// info) queued until their peers take them, all connections together. At most 4 GiB.
     large_reply_buffer_bytes: u64 = 32 << 20 => "largeReplyBufferBytes",
+    /// Bytes a second of reply bodies over 16 KiB, all connections together (0: no limit). A hundred
+    /// 100,000-topic lists a second by default: clients reading them as fast as they could took gigabytes a
+    /// second through the kernel, on the cores that answer lookups.
+    large_reply_bytes_per_second: u64 = 128 << 20 => "largeReplyBytesPerSecond",
     /// Once a frame over 16 KiB has room, its bytes must all arrive within this long; a large reply must
     /// be taken by its peer within this long. Otherwise the connection is closed. Waiting for room does not
     /// count: a connection waits, unread, as long as it takes.

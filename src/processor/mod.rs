@@ -159,7 +159,7 @@ async fn check_signature(acl: &std::sync::Arc<crate::acl::AccessControl>, req: &
             .ok_or(RequestError::ShuttingDown)?
     };
     checked.map_err(|denied| {
-        tracing::warn!(code = req.code, reason = %denied, "request refused by access control");
+        crate::throttle::client_log!(warn, code = req.code, reason = %denied, "request refused by access control");
         denied.into()
     })
 }

@@ -25,6 +25,8 @@ pub struct OutQueue {
     /// Replies that tasks of their own answer later (cluster-test lookups), out of order as Java's are;
     /// made when the connection first needs them.
     late: Option<LateReplies>,
+    /// What large bodies are written at (`largeReplyBytesPerSecond`); none paces nothing.
+    pacer: Option<std::sync::Arc<crate::throttle::BytePacer>>,
 }
 
 struct LateReplies {
@@ -49,7 +51,20 @@ impl OutQueue {
 
     /// Replies are written with `serialize_type`'s header (`rocketmq.serialize.type`), whatever the request's.
     pub fn new(serialize_type: SerializeType) -> Self {
-        OutQueue { serialize_type, chunks: VecDeque::new(), held: Vec::new(), scratch: BytesMut::new(), late: None }
+        OutQueue {
+            serialize_type,
+            chunks: VecDeque::new(),
+            held: Vec::new(),
+            scratch: BytesMut::new(),
+            late: None,
+            pacer: None,
+        }
+    }
+
+    /// Large bodies are written at `pacer`'s rate, with every other connection's.
+    pub fn paced(mut self, pacer: std::sync::Arc<crate::throttle::BytePacer>) -> Self {
+        self.pacer = Some(pacer);
+        self
     }
 
     /// Bytes queued and not written yet.
@@ -139,6 +154,9 @@ impl OutQueue {
             self.chunks.push_back(self.scratch.split().freeze());
         }
         while !self.chunks.is_empty() {
+            if let Some(pacer) = &self.pacer {
+                pacer.take(WRITE_STEP).await;
+            }
             let mut left = WRITE_STEP;
             let slices: Vec<IoSlice<'_>> = self
                 .chunks

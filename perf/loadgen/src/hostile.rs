@@ -8,7 +8,11 @@
 //!   table's 100,000 topics;
 //! - `slow-reader`: asks for ten topic lists and a hundred routes, and never reads;
 //! - `audit`: audited requests with a 64 KiB key and sixty fields of a kilobyte;
-//! - `churn`: connects, asks one route, closes.
+//! - `churn`: connects, asks one route, closes (`--churn-rate` connections a second in all).
+//!
+//! Each kind runs on a thread and runtime of its own, and the lookups on another at a higher priority (as
+//! root), so that one kind's own work (the fleet's, not the server's) slows neither the others nor the
+//! lookups.
 //!
 //! It reports the server's peak RSS (sampled from /proc, `--server-pid`) beside the bound SECURITY.md
 //! documents, lookups' latency during the attack against a quiet phase before it, how many of the real
@@ -61,6 +65,9 @@ pub struct HostileArgs {
     /// The kinds of hostile connection to open, comma-separated (all seven by default).
     #[arg(long, value_delimiter = ',')]
     kinds: Vec<String>,
+    /// New connections a second of the churn kind, all its connections together (0: as fast as they can).
+    #[arg(long, default_value_t = 1000)]
+    churn_rate: u64,
 }
 
 const KINDS: [&str; 7] = ["trickle-registered", "trickle", "zlib", "admin", "slow-reader", "audit", "churn"];
@@ -157,9 +164,18 @@ fn zlib_bomb() -> Vec<u8> {
     z.finish().unwrap_or_default()
 }
 
-/// One hostile connection of `kind`, session after session, until `end`.
-async fn hostile(kind: usize, n: usize, addr: String, frames: Arc<Frames>, counts: Arc<KindCounts>, end: Instant) {
+/// One hostile connection of `kind`, session after session, until `end`, a session every `pace` at most.
+async fn hostile(
+    (kind, n, pace): (usize, usize, Duration),
+    addr: String,
+    frames: Arc<Frames>,
+    counts: Arc<KindCounts>,
+    end: Instant,
+) {
+    let mut next = Instant::now();
     while Instant::now() < end {
+        tokio::time::sleep_until(next).await;
+        next += pace;
         let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr)).await else {
             add(&counts.connect_failed);
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -414,10 +430,24 @@ pub async fn run(args: HostileArgs) -> i32 {
         if !chosen(KINDS[kind]) {
             continue;
         }
-        for n in 0..args.per_kind {
-            let (addr, frames, kind_counts) = (args.addr.clone(), frames.clone(), kind_counts.clone());
-            attackers.push(tokio::spawn(hostile(kind, n, addr, frames, kind_counts, end)));
-        }
+        let churn = KINDS[kind] == "churn" && args.churn_rate > 0;
+        let pace =
+            if churn { Duration::from_secs_f64(args.per_kind as f64 / args.churn_rate as f64) } else { Duration::ZERO };
+        let (per_kind, addr, frames, kind_counts) =
+            (args.per_kind, args.addr.clone(), frames.clone(), kind_counts.clone());
+        attackers.push(std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            rt.block_on(async move {
+                let tasks: Vec<_> = (0..per_kind)
+                    .map(|n| {
+                        tokio::spawn(hostile((kind, n, pace), addr.clone(), frames.clone(), kind_counts.clone(), end))
+                    })
+                    .collect();
+                for t in tasks {
+                    let _ = t.await;
+                }
+            })
+        }));
     }
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = args.server_pid.map(|pid| {
@@ -433,9 +463,7 @@ pub async fn run(args: HostileArgs) -> i32 {
             peak
         })
     });
-    for a in attackers {
-        let _ = a.await;
-    }
+    let _ = tokio::task::spawn_blocking(move || attackers.into_iter().for_each(|a| drop(a.join()))).await;
     sampling.store(false, Ordering::Relaxed);
     let peak = match sampler {
         Some(s) => s.await.unwrap_or(0),
