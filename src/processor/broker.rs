@@ -104,9 +104,11 @@ async fn decode_within_budget(
     let pool = &p.budget.requests;
     let counters = &p.metrics.budget;
     let most = pool.capacity() / 2;
+    // A small JSON body decodes in microseconds; anything else waits for a turn (`ServerState::decoders`).
+    let turns = received.is_compressed() || received.bytes.len() > crate::budget::SMALL_FRAME;
     let wants = if received.is_compressed() {
         let body = received.clone();
-        let need = decoding(p, move || body.compressed_need()).await??;
+        let need = decoding(p, turns, move || body.compressed_need()).await??;
         vec![need]
     } else {
         vec![received.json_allowance().min(most), most]
@@ -130,7 +132,7 @@ async fn decode_within_budget(
             }
         }
         let body = received.clone();
-        match decoding(p, move || body.decode_within(allowance)).await {
+        match decoding(p, turns, move || body.decode_within(allowance)).await {
             Err(e) => return Err(e),
             Ok(Ok((body, held))) => {
                 // The body's bytes are freed with `received`; the parsed registration keeps what it holds
@@ -149,10 +151,17 @@ async fn decode_within_budget(
     )))
 }
 
-/// Runs `decode` on the blocking pool, in its turn (`ServerState::decoders`). A panic while decoding is a bug:
-/// this connection's task ends with it, and the server logs it.
-async fn decoding<T: Send + 'static>(p: &ServerState, decode: impl FnOnce() -> T + Send + 'static) -> Result<T, RequestError> {
-    let _turn = p.decoders.acquire().await.map_err(|_| RequestError::ShuttingDown)?;
+/// Runs `decode` on the blocking pool, in its turn if it `turns` (`ServerState::decoders`). A panic while
+/// decoding is a bug: this connection's task ends with it, and the server logs it.
+async fn decoding<T: Send + 'static>(
+    p: &ServerState,
+    turns: bool,
+    decode: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RequestError> {
+    let _turn = match turns {
+        true => Some(p.decoders.acquire().await.map_err(|_| RequestError::ShuttingDown)?),
+        false => None,
+    };
     crate::offload::on_blocking_pool(decode).await.ok_or(RequestError::ShuttingDown)
 }
 

@@ -263,6 +263,8 @@ struct RealCounts {
     sent: AtomicU64,
     applied: AtomicU64,
     failed: AtomicU64,
+    /// Still waiting for their turn when the run ended (five seconds after the attack).
+    unanswered: AtomicU64,
     slowest_ms: AtomicU64,
 }
 
@@ -290,9 +292,13 @@ async fn reregister(mut broker: RealBroker, period: Duration, counts: Arc<RealCo
             broker.stream.write_all(&broker.frame).await?;
             read_reply(&mut broker.stream).await
         };
-        match tokio::time::timeout(Duration::from_secs(120), answered).await {
+        match tokio::time::timeout_at(end + Duration::from_secs(5), answered).await {
             Ok(Ok(r)) if r.code == 0 => add(&counts.applied),
-            _ => add(&counts.failed),
+            Ok(_) => add(&counts.failed),
+            Err(_) => {
+                add(&counts.unanswered);
+                break;
+            }
         }
         counts.slowest_ms.fetch_max(started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
@@ -537,10 +543,11 @@ pub async fn run(args: HostileArgs) -> i32 {
     let rc = &real_counts;
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     println!(
-        "real brokers: {} re-registrations sent, {} applied, {} failed, slowest {} ms; {routed} of 4 routed at the end; {lookups_failed} lookups failed",
+        "real brokers: {} re-registrations sent, {} applied, {} failed, {} still waiting at the end, slowest {} ms; {routed} of 4 routed at the end; {lookups_failed} lookups failed",
         load(&rc.sent),
         load(&rc.applied),
         load(&rc.failed),
+        load(&rc.unanswered),
         load(&rc.slowest_ms)
     );
     let mut kinds_json = Vec::new();
@@ -576,7 +583,7 @@ pub async fn run(args: HostileArgs) -> i32 {
         }
     }
     println!(
-        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_attack":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_failed":{lookups_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
+        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_attack":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_failed":{lookups_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"unanswered":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
         bound.map_or("null".to_string(), |b| b.to_string()),
         quiet.len(),
         ms(&quiet, 0.5),
@@ -591,6 +598,7 @@ pub async fn run(args: HostileArgs) -> i32 {
         load(&rc.sent),
         load(&rc.applied),
         load(&rc.failed),
+        load(&rc.unanswered),
         load(&rc.slowest_ms),
         kinds_json.join(",")
     );
