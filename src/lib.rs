@@ -20,7 +20,8 @@
 //! - `config`: the Java configuration keys, and which of them may change at runtime;
 //! - `testing` (feature `testing`): helpers for tests, benches and the load generator.
 
-#![forbid(unsafe_code)]
+// One unsafe call, sched_setscheduler in `lane` (rustix has no wrapper for it).
+#![deny(unsafe_code)]
 
 /// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
 /// [`NamesrvConfig`] and the [`config`] and [`server`] modules), public with the `testing` feature, for the

@@ -325,6 +325,9 @@ fn pipelined_replies_are_held_to_the_high_water_mark() {
     let mut probe = TcpStream::connect(&addr).unwrap();
     let expected = blocking_request(&mut probe, &request(106, &[])).unwrap().body;
     assert!((12_000..16_384).contains(&expected.len()), "{} bytes", expected.len());
+    // A connection adds its counts after it has written its replies (on the work lane, whenever that runs).
+    let counted = || metric_in(&metrics_text(port), "rocketns_requests_total{code=\"106\",result=\"success\"}");
+    eventually("the probe's request is counted", || counted().is_some());
 
     reset_peak_rss(server.id());
     let rss_before = proc_status_kb(server.id(), "VmRSS:");

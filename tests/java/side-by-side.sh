@@ -32,7 +32,7 @@ normalize() {
         '/^(aclCredentialsPath|aclEnable|aclProtectReads|frameMaxLength|largeFrameBufferBytes) *=/d' \
         '/^(largeFrameTimeoutMillis|metricsPort|routeSnapshotIntervalSeconds|routeSnapshotPath) *=/d' \
         '/^(serializeType|serverMaxConnections|tls\.server\.[a-zA-Z]+|warmRestart) *=/d' \
-        '/^(auditLogPath|logFormat|upgradeSocketPath) *=/d'
+        '/^(auditLogPath|logFormat|upgradeSocketPath|largeReplyBufferBytes|largeReplyBytesPerSecond) *=/d'
 }
 
 # same WHAT ARGS...: runs `mqadmin ARGS -n NS` against each NameServer and compares the outputs.

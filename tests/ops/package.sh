@@ -74,13 +74,29 @@ runtime=/run/$(unit_value RuntimeDirectory)
 mapfile -t environment < <(sed -n 's/^Environment=//p' "$unit")
 install -d -o "$user" -g "$group" -m "$(unit_value StateDirectoryMode)" "$state"
 install -d -o "$user" -g "$group" -m 0755 "$runtime"
+# LimitNICE as systemd applies it, where this machine lets root raise RLIMIT_NICE (CAP_SYS_RESOURCE).
+nice_limit=$(unit_value LimitNICE)
+limits=()
+prlimit --nice="$nice_limit:$nice_limit" true 2> /dev/null && limits=(prlimit --nice="$nice_limit:$nice_limit")
 # shellcheck disable=SC2086
-(cd "$(unit_value WorkingDirectory)" && exec setpriv --reuid="$user" --regid="$group" --init-groups \
-    env -i "${environment[@]}" $exec_start) > "$work/service.log" 2>&1 &
+(cd "$(unit_value WorkingDirectory)" && exec "${limits[@]}" setpriv --reuid="$user" --regid="$group" \
+    --init-groups env -i "${environment[@]}" $exec_start) > "$work/service.log" 2>&1 &
 service=$!
 pids+=("$service")
 wait_port 9876
 verdict $? "the unit's ExecStart ($exec_start) runs as $user and listens on 9876"
+# Field 41 of a thread's stat is its policy (5: SCHED_IDLE); the lane keeps nice 10 without LimitNICE.
+policies=$(for t in /proc/"$service"/task/*; do
+    [ "$(cat "$t/comm" 2> /dev/null)" = rocketns-lane ] && sed 's/.*) //' "$t/stat" | awk '{print $39}'
+done | sort -u | tr '\n' ' ')
+if [ ${#limits[@]} -gt 0 ]; then
+    verdict "$([ "$policies" = "5 " ] && echo 0 || echo 1)" \
+        "with LimitNICE=$nice_limit the work lane's threads run SCHED_IDLE (policies: ${policies:-none found})"
+else
+    # 0: SCHED_OTHER (at nice 10), and the log says why.
+    verdict "$([ "$policies" = "0 " ] && grep -q 'the work lane runs at nice 10, not SCHED_IDLE' "$work/service.log" \
+        && echo 0 || echo 1)" "without RLIMIT_NICE (root here cannot raise it: no CAP_SYS_RESOURCE) the work lane's threads stay SCHED_OTHER at nice 10 and the log says so (policies: ${policies:-none found})"
+fi
 python3 - << 'PY' > "$work/requests.log" 2>&1
 import os, sys, urllib.request
 sys.path.insert(0, os.environ["ROOT"] + "/tests/java")

@@ -17,7 +17,7 @@
 //! It reports the server's peak RSS (sampled from /proc, `--server-pid`) beside the bound SECURITY.md
 //! documents, lookups' latency during the attack against a quiet phase before it, how many of the real
 //! brokers' re-registrations were answered, and what each kind of connection got: answers by code, and
-//! closes by the server. It runs against any NameServer (`perf/compare.sh hostile`); with `--metrics-port`
+//! closes by the server. It runs against any NameServer (`perf/hostile.sh`); with `--metrics-port`
 //! it also reads rocketns's own counts and pool sizes.
 
 use std::sync::Arc;
@@ -62,6 +62,10 @@ pub struct HostileArgs {
     /// Connections asking routes of the real brokers, one request in flight each.
     #[arg(long, default_value_t = 16)]
     lookups: usize,
+    /// Lookups a second, all those connections together, the same in the quiet phase and the attack: as
+    /// fast as the server answers would leave the attackers, on the same core, no CPU at all.
+    #[arg(long, default_value_t = 20_000)]
+    lookup_rate: u64,
     /// The kinds of hostile connection to open, comma-separated (all seven by default).
     #[arg(long, value_delimiter = ',')]
     kinds: Vec<String>,
@@ -312,7 +316,12 @@ struct LookupStats {
     failed: u64,
 }
 
-async fn lookups(addr: String, seed: u64, real_topics: usize, attack_from: Instant, end: Instant) -> LookupStats {
+async fn lookups(
+    (addr, seed, pace): (String, u64, Duration),
+    real_topics: usize,
+    attack_from: Instant,
+    end: Instant,
+) -> LookupStats {
     let mut stats = LookupStats { quiet: new_histogram(), attack: new_histogram(), failed: 0 };
     let Ok(mut s) = TcpStream::connect(&addr).await else {
         stats.failed += 1;
@@ -320,7 +329,10 @@ async fn lookups(addr: String, seed: u64, real_topics: usize, attack_from: Insta
     };
     let _ = s.set_nodelay(true);
     let mut i = seed;
+    let mut next = Instant::now();
     while Instant::now() < end {
+        tokio::time::sleep_until(next).await;
+        next = (next + pace).max(Instant::now() - pace);
         i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let b = (i >> 33) % 4;
         let topic = format!("t{b}-{}", (i >> 40) as usize % if b == 0 { real_topics } else { 100 });
@@ -403,16 +415,15 @@ pub async fn run(args: HostileArgs) -> i32 {
         .collect();
     // On a thread and a runtime of their own: the attackers' own work must not show as lookups' latency.
     let (addr, count, real_topics) = (args.addr.clone(), args.lookups, args.real_topics);
+    let pace = Duration::from_secs_f64(count as f64 / args.lookup_rate.max(1) as f64);
     let lookup_thread = std::thread::spawn(move || {
-        // Ahead of the attackers on a shared core (as root): their own CPU must not show as lookups' latency.
-        let me = Some(rustix::thread::gettid());
-        if rustix::process::setpriority_process(me, -10).is_err() {
-            eprintln!("hostile: lookups at the attackers' priority (not root): their latency includes the fleet's CPU");
+        if let Err(e) = ahead_of_the_attackers() {
+            eprintln!("hostile: lookups at the attackers' priority ({e}): their latency includes the fleet's CPU");
         }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         rt.block_on(async move {
             let tasks: Vec<_> = (0..count)
-                .map(|i| tokio::spawn(lookups(addr.clone(), i as u64 + 1, real_topics, attack_from, end)))
+                .map(|i| tokio::spawn(lookups((addr.clone(), i as u64 + 1, pace), real_topics, attack_from, end)))
                 .collect();
             let mut all = Vec::new();
             for t in tasks {
@@ -604,4 +615,16 @@ pub async fn run(args: HostileArgs) -> i32 {
     );
     drop(brokers);
     0
+}
+
+/// Puts the calling thread (the lookups') ahead of every other thread of the fleet on a shared core, as a
+/// real-time thread (SCHED_FIFO, the lowest priority; needs root): the attackers' own CPU, which is the
+/// fleet's and not the server's, must not show as lookups' latency. A woken real-time thread preempts
+/// them at once, where a higher nice only gives it a larger share, after their time slice.
+fn ahead_of_the_attackers() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler reads `param`, which lives until it returns, for the calling thread (0).
+    #[allow(unsafe_code)]
+    let failed = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0;
+    if failed { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }

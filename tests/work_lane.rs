@@ -1,0 +1,101 @@
+//! The work lane's floor (src/lane.rs): its threads run SCHED_IDLE; when threads at the normal priority
+//! take every core (a lookup flood does), the watchdog lifts them to nice 10, a broker's registration is
+//! answered, and once the cores are free again they go back to SCHED_IDLE.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rocketns::NameServer;
+use rocketns::lane::WorkLane;
+
+const SCHED_OTHER: u32 = 0;
+const SCHED_IDLE: u32 = 5;
+
+/// The scheduling policy of each of this process's threads named `rocketns-lane` (/proc's stat, field 41).
+fn lane_policies() -> Vec<u32> {
+    let mut policies = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "rocketns-lane" {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis start at field 3.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        if let Some(policy) = after.split_whitespace().nth(41 - 3).and_then(|f| f.parse().ok()) {
+            policies.push(policy);
+        }
+    }
+    policies
+}
+
+fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_starved_lane_is_lifted_and_lowered_again() {
+    let lane = WorkLane::new(1).expect("work lane");
+    if !lane.is_idle_policy() {
+        eprintln!("SKIPPED: no permission to lift a SCHED_IDLE thread here (RLIMIT_NICE < 10, no CAP_SYS_NICE)");
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let (addr, stop, task) = runtime.block_on(async {
+        let server = NameServer::bind(test_config(), None).await.expect("bind").with_work_lane(&lane);
+        let addr = server.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        (addr, stop, task)
+    });
+    wait_until("the lane's worker at SCHED_IDLE", Duration::from_secs(5), || lane_policies().contains(&SCHED_IDLE));
+    assert_eq!(lane.lifts(), 0, "lifted while nothing took the cores");
+
+    // As many spinning threads at the normal priority as there are cores: the lane gets next to nothing.
+    let spin = Arc::new(AtomicBool::new(true));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spinners: Vec<_> = (0..cores)
+        .map(|_| {
+            let spin = spin.clone();
+            std::thread::spawn(move || {
+                while spin.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    // A broker of 20,000 topics: tens of milliseconds of the lane's CPU, which SCHED_IDLE alone hands out
+    // a few hundred microseconds a second.
+    let names: Vec<String> = (0..20_000).map(|i| format!("topic-{i}")).collect();
+    let topics: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 4, 4)).collect();
+    let reply = runtime.block_on(async {
+        let mut c = Client::connect(addr).await;
+        let b = Broker::new("DefaultCluster", "broker-a", 0, "127.0.0.1:10911");
+        tokio::time::timeout(Duration::from_secs(30), register(&mut c, &b, dv(1), &topics))
+            .await
+            .expect("a registration answered while every core spins")
+    });
+    assert_eq!(reply.code, 0, "registration: {:?}", reply.remark);
+    assert!(lane.lifts() >= 1, "the registration waited for the CPU, yet the lane was never lifted");
+    spin.store(false, Ordering::Relaxed);
+    spinners.into_iter().for_each(|s| s.join().expect("spinner"));
+
+    wait_until("the lane back at SCHED_IDLE once the cores are free", Duration::from_secs(10), || {
+        let policies = lane_policies();
+        !policies.is_empty() && policies.iter().all(|p| *p == SCHED_IDLE) && !policies.contains(&SCHED_OTHER)
+    });
+    let _ = stop.send(());
+    runtime.block_on(async { task.await.expect("server task").expect("stopped cleanly") });
+    drop(runtime);
+    drop(lane);
+}
