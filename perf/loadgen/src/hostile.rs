@@ -72,6 +72,10 @@ pub struct HostileArgs {
     /// New connections a second of the churn kind, all its connections together (0: as fast as they can).
     #[arg(long, default_value_t = 1000)]
     churn_rate: u64,
+    /// Where the churn kind connects instead of `--addr` (another server on the same core): what churn
+    /// costs the lookups through the machine, apart from what it costs them through the server.
+    #[arg(long)]
+    churn_addr: Option<String>,
 }
 
 const KINDS: [&str; 7] = ["trickle-registered", "trickle", "zlib", "admin", "slow-reader", "audit", "churn"];
@@ -450,8 +454,8 @@ pub async fn run(args: HostileArgs) -> i32 {
         let churn = KINDS[kind] == "churn" && args.churn_rate > 0;
         let pace =
             if churn { Duration::from_secs_f64(args.per_kind as f64 / args.churn_rate as f64) } else { Duration::ZERO };
-        let (per_kind, addr, frames, kind_counts) =
-            (args.per_kind, args.addr.clone(), frames.clone(), kind_counts.clone());
+        let addr = if churn { args.churn_addr.clone().unwrap_or_else(|| args.addr.clone()) } else { args.addr.clone() };
+        let (per_kind, frames, kind_counts) = (args.per_kind, frames.clone(), kind_counts.clone());
         attackers.push(std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
             rt.block_on(async move {
