@@ -5,28 +5,11 @@
 //! and the server still serves. The full-size runs (1,050 connections, 100,000 topics, rocketns and the
 //! Java NameServer) are perf/README.md's.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::{Command, Stdio};
 
-fn server_binary() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_rocketns-loadgen")).with_file_name("rocketns");
-    assert!(path.exists(), "{} is missing: run `cargo test` at the workspace root", path.display());
-    path
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-fn wait_for(addr: &str) {
-    for _ in 0..500 {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("nothing listens at {addr}");
-}
+use common::{free_port, server_binary, wait_for};
 
 #[test]
 fn the_hostile_fleet_is_held_to_the_budget() {

@@ -2,27 +2,15 @@
 //! with Zipf topics, misses, split and compressed registrations and registration churn against the real
 //! `rocketns` binary, the echo limit, and the start-up probe. The real measurements are perf/compare.sh's (perf/README.md).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::{free_port, server_binary, wait_for};
+
 fn loadgen() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rocketns-loadgen"))
-}
-
-/// The server binary, built beside the load generator by `cargo test` at the workspace root (which builds
-/// every package's binaries before it runs any test).
-fn server_binary() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_rocketns-loadgen")).with_file_name("rocketns");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test` at the workspace root, or `cargo build` first",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 /// `dir/namesrv.properties`: 127.0.0.1, `port`, the KV store in `dir`.
@@ -32,17 +20,6 @@ fn properties_file(dir: &Path, port: u16) -> PathBuf {
         format!("bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n", dir.join("kvConfig.json").display());
     std::fs::write(&path, text).expect("write the properties file");
     path
-}
-
-/// Waits until something accepts connections at `addr`.
-fn wait_for(addr: &str) {
-    for _ in 0..250 {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("nothing listens at {addr}");
 }
 
 /// Runs `loadgen run` and returns its JSON summary, asserting that every reply was verified.
