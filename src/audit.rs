@@ -104,8 +104,7 @@ impl AuditLog {
             .name("rocketns-audit".into())
             .spawn(move || write_lines(file, &path, lines, &counters))
             .map_err(failed)?;
-        let lines = crate::throttle::LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE);
-        Ok(AuditLog { file: Some(sender), metrics, lines })
+        Ok(AuditLog { file: Some(sender), ..AuditLog::to_log(metrics) })
     }
 
     /// Records one answered request, if its code is audited.

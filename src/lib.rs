@@ -1,10 +1,10 @@
 //! rocketns: a drop-in Apache RocketMQ NameServer.
 //!
 //! To embed it: load or build a [`NamesrvConfig`] (the Java NameServer's keys), [`NameServer::bind`] it,
-//! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]), and [`NameServer::run`] it until a shutdown
-//! future completes; [`server::ServeError`] says why it stopped on its own. That is the whole public API. Everything else is internal (public only with the `testing`
-//! feature, for this crate's tests, benches, fuzz targets and load generator), laid out as the Java
-//! NameServer is split:
+//! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]), and [`NameServer::run`] it until a
+//! shutdown future completes; [`server::ServeError`] says why it stopped on its own. That is the whole
+//! public API. Everything else is internal (public only with the `testing` feature, for this crate's tests,
+//! benches, fuzz targets and load generator), laid out as the Java NameServer is split:
 //! - `remoting`: frames and command headers (the wire codec); `json`: the fastjson-compatible JSON writer;
 //! - `protocol`: RocketMQ data types and their exact JSON; request and response codes;
 //! - `route`: immutable route snapshots, the single writer, broker liveness, the warm-restart file;
@@ -24,8 +24,8 @@
 #![deny(unsafe_code)]
 
 /// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
-/// [`NamesrvConfig`] and the [`config`] and [`server`] modules), public with the `testing` feature, for the
-/// crate's own tests, benches, fuzz targets and load generator.
+/// [`NamesrvConfig`] and the [`config`], [`lane`] and [`server`] modules), public with the `testing`
+/// feature, for the crate's own tests, benches, fuzz targets and load generator.
 macro_rules! internal_modules {
     ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
         $(

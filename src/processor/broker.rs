@@ -158,10 +158,7 @@ async fn decoding<T: Send + 'static>(
     turns: bool,
     decode: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, RequestError> {
-    let _turn = match turns {
-        true => Some(p.decoders.acquire().await.map_err(|_| RequestError::ShuttingDown)?),
-        false => None,
-    };
+    let _turn = if turns { Some(p.decoders.acquire().await.map_err(|_| RequestError::ShuttingDown)?) } else { None };
     crate::offload::on_blocking_pool(decode).await.ok_or(RequestError::ShuttingDown)
 }
 

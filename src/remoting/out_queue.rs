@@ -154,9 +154,6 @@ impl OutQueue {
             self.chunks.push_back(self.scratch.split().freeze());
         }
         while !self.chunks.is_empty() {
-            if let Some(pacer) = &self.pacer {
-                pacer.take(WRITE_STEP).await;
-            }
             let mut left = WRITE_STEP;
             let slices: Vec<IoSlice<'_>> = self
                 .chunks
@@ -168,6 +165,10 @@ impl OutQueue {
                     (!part.is_empty()).then(|| IoSlice::new(part))
                 })
                 .collect();
+            if let Some(pacer) = &self.pacer {
+                // What this write may send, not a whole step: a list's last few kilobytes cost what they are.
+                pacer.take(WRITE_STEP - left).await;
+            }
             let mut written = stream.write_vectored(&slices).await?;
             if written == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
