@@ -2,7 +2,7 @@
 //! and a write that fails leaves the old content in place.
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,10 +23,20 @@ pub enum ReplaceError {
 /// caller lets a write run on after it stopped waiting for it. A directory that cannot be synced after the
 /// rename is `Replaced`: the caller has no old content to put back (the route file: written again later).
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), ReplaceError> {
+    write_atomically_with(path, |out| out.write_all(contents))
+}
+
+/// [`write_atomically`] of what `write` writes, through a buffer: for content too large to hold in memory
+/// first (the route file of a million topics).
+pub fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> Result<(), ReplaceError> {
     let (dir, tmp) = temporary(path).map_err(ReplaceError::Unchanged)?;
     let written = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(contents)?;
+        let mut out = BufWriter::with_capacity(64 * 1024, File::create(&tmp)?);
+        write(&mut out)?;
+        let f = out.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();

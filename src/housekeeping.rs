@@ -81,7 +81,7 @@ pub(crate) async fn save_routes(routes: &RouteHandle, path: &std::path::Path, me
     }
     let path_buf = path.to_path_buf();
     let written = tokio::task::spawn_blocking(move || {
-        crate::fsutil::write_atomically(&path_buf, &crate::route::dump::dump(&to_save))
+        crate::fsutil::write_atomically_with(&path_buf, |out| crate::route::dump::write(&to_save, out))
     })
     .await;
     match written {

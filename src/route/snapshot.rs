@@ -174,7 +174,8 @@ impl RouteSnapshot {
         match body {
             TableBody::ClusterInfo => Encoded::One(Bytes::from(self.encode_cluster_info())),
             TableBody::TopicList => {
-                let mut names: Vec<&str> = self.topics.keys().map(|k| &**k).collect();
+                let mut names: Vec<&str> = Vec::with_capacity(self.topics.len());
+                names.extend(self.topics.keys().map(|k| &**k));
                 names.sort_unstable();
                 Encoded::One(Bytes::from(encode_topic_list(&names, None)))
             }

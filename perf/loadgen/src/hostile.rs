@@ -388,10 +388,10 @@ async fn metrics_text(port: u16) -> Option<String> {
 /// What each connection may hold of its own, by SECURITY.md: its read buffer, reply buffer, the decode
 /// its connection lends, its task.
 const PER_CONNECTION: u64 = 96 * 1024;
-/// What the two whole-table encodes at once hold, per topic of the table.
-const ENCODE_PER_TOPIC: u64 = 2 * 48;
-/// The audit queue's bytes.
-const AUDIT_QUEUE: u64 = 4 << 20;
+/// What the two whole-table encodes at once and a save of the route file hold, per topic of the table.
+const TABLE_PER_TOPIC: u64 = 2 * 48 + 16;
+/// The audit queue's bytes, and the route file's write buffer.
+const AUDIT_QUEUE_AND_SAVE: u64 = (4 << 20) + (64 << 10);
 
 fn ms(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1e6
@@ -528,9 +528,9 @@ pub async fn run(args: HostileArgs) -> i32 {
             quiet_rss
                 + requests as u64
                 + replies as u64
-                + AUDIT_QUEUE
+                + AUDIT_QUEUE_AND_SAVE
                 + PER_CONNECTION * (hostile_connections + args.lookups as u64 + 8)
-                + ENCODE_PER_TOPIC * (args.real_topics as u64 + 300),
+                + TABLE_PER_TOPIC * (args.real_topics as u64 + 300),
         ),
         _ => None,
     };
