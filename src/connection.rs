@@ -9,8 +9,9 @@
 //! bytes must arrive within `largeFrameTimeoutMillis`. A reply body over 16 KiB waits for room in the
 //! replies pool, and must be taken by the peer within the same time.
 //!
-//! A connection that sends anything but route lookups moves to the work lane (`lane.rs`), with everything
-//! it carries from one frame to the next (`Progress`), and is served there from then on.
+//! A connection starts on the intake (`intake.rs`) and moves to the lookups' runtime once settled; one that
+//! sends anything but route lookups moves to the work lane (`lane.rs`). It moves with everything it carries
+//! from one frame to the next (`Progress`), and is served there from then on.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -59,6 +60,10 @@ pub struct Connection<S> {
     registered_broker: bool,
     /// Served on the work lane (or there is none: an embedder without one).
     on_lane: bool,
+    /// Served on the intake (`intake.rs`), to move to the lookups' runtime once settled.
+    on_intake: bool,
+    accepted: Instant,
+    answered: u32,
 }
 
 /// What a connection carries from one frame to the next, and to the work lane when it moves there.
@@ -86,6 +91,8 @@ enum Served {
     Ended,
     /// It is to go on in the work lane.
     Moving,
+    /// It has settled: it is to go on on the lookups' runtime (`intake.rs`).
+    Settled,
 }
 
 /// Why a connection waiting for its peer woke up.
@@ -146,6 +153,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             high_water,
             registered_broker: false,
             on_lane,
+            on_intake: state.lookups.is_some(),
+            accepted: Instant::now(),
+            answered: 0,
         }
     }
 
@@ -159,7 +169,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static> Connection<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::intake::Rehome + 'static> Connection<S> {
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
     /// be decoded (which closes only this connection, as in Java), or a large frame or reply of it is too
     /// slow. Returns whether a broker registered over it (only then can its close remove brokers).
@@ -174,22 +184,39 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static> Connection<S> {
             last_read: Instant::now(),
             first: None,
         };
-        if let Ok(Served::Moving) = self.serve(&mut progress).await
+        let mut served = self.serve(&mut progress).await;
+        if let Ok(Served::Settled) = served
+            && let Some(lookups) = self.state.lookups.clone()
+        {
+            // Only lookups were sent (anything else moves it to the lane): no broker registered over it.
+            let settled = crate::intake::elsewhere(&lookups.clone(), async move {
+                self.on_intake = false;
+                let stream = self.stream;
+                self.stream = match stream.rehome(&lookups) {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        tracing::debug!(conn = self.id, error = %e, "the settled connection could not move, closing it");
+                        return None;
+                    }
+                };
+                self.state.metrics.connections_settled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let served = self.serve(&mut progress).await;
+                Some((self, progress, served))
+            });
+            let Some(Some(moved)) = settled.await else { return false };
+            (self, progress, served) = moved;
+        }
+        if let Ok(Served::Moving) = served
             && let Some(lane) = self.state.lane.clone()
         {
             self.on_lane = true;
-            let moved = lane.spawn(async move {
+            self.on_intake = false;
+            let moved = crate::intake::elsewhere(&lane, async move {
                 let _ = self.serve(&mut progress).await;
                 self.registered_broker
             });
-            return match moved.await {
-                Ok(registered) => registered,
-                Err(e) => match e.try_into_panic() {
-                    Ok(panic) => std::panic::resume_unwind(panic),
-                    // The lane stopped (the server is stopping): the slot looks for brokers to remove.
-                    Err(_) => true,
-                },
-            };
+            // The lane stopped (the server is stopping): the slot looks for brokers to remove.
+            return moved.await.unwrap_or(true);
         }
         self.registered_broker
     }
@@ -219,6 +246,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.flush(&mut p.out).await?;
             if !self.on_lane && announced_frame_len(&p.read_buf).is_some_and(|len| len > SMALL_FRAME) {
                 return Ok(Served::Moving);
+            }
+            if self.on_intake && !self.on_lane && crate::intake::settled(self.answered, self.accepted) {
+                return Ok(Served::Settled);
             }
             if self.make_room(&mut p.read_buf, &mut p.large).await {
                 // Waiting for room was the server's doing, not the peer's idleness.
@@ -354,6 +384,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.state.metrics.record_lookup_latency(started.elapsed());
         }
         tally.record(cmd.code, code == response::SUCCESS);
+        self.answered += 1;
         if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
             self.registered_broker = true;
         }

@@ -5,9 +5,9 @@
 //! registration, an admin read of a 100,000-topic list, a KV change, and whatever a hostile client sends)
 //! can wait a moment. tokio has no task priorities: a lookup waits behind every task ready on its worker,
 //! and an attacker's connections, each parsing a 130 KB header or writing a 1.3 MB list, took lookups' p99
-//! from 0.4 to 17 ms on one core (perf/README.md, issue 31). So a connection starts on the main runtime,
-//! and the first time it sends anything but a lookup (or a frame over 16 KiB) it moves here for the rest of
-//! its life: its reads, its requests, its writes, and the blocking-pool work they start (a registration's
+//! from 0.4 to 17 ms on one core (perf/README.md, issue 31). So a connection starts on the intake
+//! (`intake.rs`) and, once settled, the runtime that answers lookups; the first time it sends anything but a
+//! lookup (or a frame over 16 KiB) it moves here for the rest of its life: its reads, its requests, its writes, and the blocking-pool work they start (a registration's
 //! decoding). Lookups of a connection that moved (an admin tool's) are answered here too.
 //!
 //! The lane's threads are SCHED_IDLE, not merely niced: at nice 10 the kernel still owes them a tenth of a

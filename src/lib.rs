@@ -1,8 +1,9 @@
 //! rocketns: a drop-in Apache RocketMQ NameServer.
 //!
 //! To embed it: load or build a [`NamesrvConfig`] (the Java NameServer's keys), [`NameServer::bind`] it,
-//! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]), and [`NameServer::run`] it until a
-//! shutdown future completes; [`server::ServeError`] says why it stopped on its own. That is the whole
+//! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]) and a runtime for settled connections'
+//! lookups ([`NameServer::with_lookup_runtime`]), and [`NameServer::run`] it until a shutdown future
+//! completes (where it runs, new connections are accepted and served until they settle); [`server::ServeError`] says why it stopped on its own. That is the whole
 //! public API. Everything else is internal (public only with the `testing` feature, for this crate's tests,
 //! benches, fuzz targets and load generator), laid out as the Java NameServer is split:
 //! - `remoting`: frames and command headers (the wire codec); `json`: the fastjson-compatible JSON writer;
@@ -11,7 +12,8 @@
 //! - `processor`: request dispatch, one handler per code, over the server's shared state (`state`);
 //!   `error`: failures mapped to response codes in one place; `acl`: request signatures; `audit`: the
 //!   audit log of writes;
-//! - `connection`, `server`: I/O, accept loop, supervision; `tls`: optional TLS; `housekeeping`: expiry
+//! - `connection`, `server`: I/O, accept loop, supervision; `intake`: where new connections are served
+//!   until they settle; `tls`: optional TLS; `housekeeping`: expiry
 //!   scan and route saver; `frame_budget`: memory for large frames; `offload`: work moved to the blocking
 //!   pool; `upgrade`: the sockets handed to a new process;
 //! - `outbound`: connections the server opens itself (905 notices to brokers, cluster-test lookups);
@@ -49,6 +51,7 @@ internal_modules!(
     connection,
     error,
     budget,
+    intake,
     fsutil,
     housekeeping,
     http,

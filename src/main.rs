@@ -100,8 +100,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Connections are accepted, and served until they settle, on the main thread (src/intake.rs): churn
+    // is not served beside the lookups of established connections.
+    let intake = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rocketns: cannot start the intake runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let lookups = runtime.handle().clone();
     let lane = &lane_runtime;
-    let code = runtime.block_on(async move {
+    let serve = async move {
         let signals = match ShutdownSignals::install() {
             Ok(s) => s,
             Err(e) => {
@@ -117,7 +127,7 @@ fn main() -> ExitCode {
             NameServer::bind_with(config, cli.config_file.clone(), properties).await
         };
         let server = match started {
-            Ok(s) => s.with_work_lane(lane),
+            Ok(s) => s.with_work_lane(lane).with_lookup_runtime(lookups),
             Err(e) => {
                 eprintln!("rocketns: {e}");
                 return ExitCode::FAILURE;
@@ -138,7 +148,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-    });
+    };
+    let code = intake.block_on(serve);
+    drop(intake);
     // Its threads wait for nothing now; it is dropped outside of any runtime, as it must be.
     drop(lane_runtime);
     code

@@ -73,6 +73,8 @@ pub struct Metrics {
     /// Written at connect and close only, not per request.
     pub connections: AtomicI64,
     pub connections_total: AtomicU64,
+    /// Connections moved from the intake to the lookups' runtime (`intake.rs`).
+    pub connections_settled: AtomicU64,
     /// Connections closed on accept because `serverMaxConnections` were open.
     pub connections_refused: AtomicU64,
     /// The memory budget (`budget`): what its pools hold, who waits, what it refused.
@@ -190,6 +192,7 @@ impl Metrics {
             shards: (0..n.max(1)).map(|_| CachePadded::new(Shard::default())).collect(),
             connections: AtomicI64::new(0),
             connections_total: AtomicU64::new(0),
+            connections_settled: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             budget: BudgetCounters::default(),
             table_bodies_encoded: AtomicU64::new(0),
@@ -285,6 +288,11 @@ impl Metrics {
         let connections = self.connections.load(Ordering::Relaxed);
         let all_counters = [
             ("rocketns_connections_total", "Connections accepted.", connections_total),
+            (
+                "rocketns_connections_settled_total",
+                "Connections moved from the intake, where they were accepted, to the threads that answer lookups: once settled (16 requests or 1 s open).",
+                self.connections_settled.load(Ordering::Relaxed),
+            ),
             (
                 "rocketns_connections_refused_total",
                 "Connections closed as soon as accepted because serverMaxConnections were open.",

@@ -163,6 +163,15 @@ impl NameServer {
 
     /// Serves connections that send anything but route lookups on `lane`'s lower-priority threads (the
     /// binary always does; without it, everything is served on the runtime `run` runs on).
+    /// Answers settled connections' lookups on `lookups`, a runtime other than the one `run` runs on: new
+    /// connections are accepted and served where `run` runs until they settle (src/intake.rs), so that
+    /// connection churn is not served beside established lookups (the binary always does; without it,
+    /// everything but the work lane's is served on the runtime `run` runs on).
+    pub fn with_lookup_runtime(mut self, lookups: tokio::runtime::Handle) -> Self {
+        self.state.lookups = Some(lookups);
+        self
+    }
+
     pub fn with_work_lane(mut self, lane: &crate::lane::WorkLane) -> Self {
         self.state.lane = Some(lane.handle());
         self

@@ -42,6 +42,8 @@ pub struct ServerState {
     /// Where connections that send anything but lookups are served (`lane.rs`); `None` serves them all on
     /// the runtime the server runs on.
     pub lane: Option<tokio::runtime::Handle>,
+    /// The runtime that answers settled connections (`intake.rs`); `None`: the one they were accepted on.
+    pub lookups: Option<tokio::runtime::Handle>,
     /// The pace of large replies (`largeReplyBytesPerSecond`).
     pub reply_pacer: Arc<crate::throttle::BytePacer>,
 }
@@ -82,6 +84,7 @@ impl ServerState {
             table_encodes: Arc::new(tokio::sync::Semaphore::new(TABLE_ENCODES)),
             decoders: Arc::new(tokio::sync::Semaphore::new(decoders())),
             lane: None,
+            lookups: None,
             reply_pacer,
         }
     }
