@@ -247,7 +247,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             if !self.on_lane && announced_frame_len(&p.read_buf).is_some_and(|len| len > SMALL_FRAME) {
                 return Ok(Served::Moving);
             }
-            if self.on_intake && !self.on_lane && crate::intake::settled(self.answered, self.accepted) {
+            if self.on_intake && crate::intake::settled(self.answered, self.accepted) {
                 return Ok(Served::Settled);
             }
             if self.make_room(&mut p.read_buf, &mut p.large).await {
@@ -384,7 +384,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.state.metrics.record_lookup_latency(started.elapsed());
         }
         tally.record(cmd.code, code == response::SUCCESS);
-        self.answered += 1;
+        self.answered = self.answered.saturating_add(1);
         if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
             self.registered_broker = true;
         }
