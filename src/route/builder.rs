@@ -14,10 +14,11 @@ use tokio::time::Instant;
 use crate::protocol::route_data::{MASTER_ID, PERM_READ, PERM_WRITE};
 use crate::protocol::{BrokerData, QueueConfig, QueueData, RegisterBrokerBody};
 use crate::route::FastHasher;
-use crate::route::encode::{SectionCache, encode_route};
+use crate::route::encode::{SectionCache, shared_route};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId, LiveChanges, LiveDraft};
 use crate::route::min_broker_id::MinBrokerIdChange;
-use crate::route::snapshot::{RouteConfig, RouteSnapshot, TopicRoute};
+use crate::route::queue_lists::{QueueList, QueueLists};
+use crate::route::snapshot::{RouteConfig, RouteSnapshot};
 
 /// A REGISTER_BROKER request, decoded.
 #[derive(Debug, Clone)]
@@ -72,7 +73,7 @@ pub(in crate::route) struct RouteBuilder<'a> {
     index: &'a mut BrokerTopicIndex,
     live: LiveDraft<'a>,
     /// Queue data of the topics changed in this batch; written to the snapshot, encoded, once, by `finish`.
-    drafts: HashMap<Arc<str>, Vec<QueueData>, FastHasher>,
+    lists: QueueLists,
     /// Topics to re-encode although their queue data did not change (order conf, mappings, settings).
     dirty_topics: TopicSet,
     /// Broker groups whose BrokerData or filter servers changed: all their topics are re-encoded.
@@ -94,7 +95,7 @@ impl<'a> RouteBuilder<'a> {
             next: current.clone(),
             index,
             live: LiveDraft::new(live),
-            drafts: HashMap::default(),
+            lists: QueueLists::default(),
             dirty_topics: TopicSet::default(),
             dirty_brokers: TopicSet::default(),
             changed: false,
@@ -114,8 +115,8 @@ impl<'a> RouteBuilder<'a> {
 
     /// The topic's queue data as this batch has it so far.
     fn queue_datas(&self, topic: &str) -> Option<&[QueueData]> {
-        match self.drafts.get(topic) {
-            Some(draft) => Some(draft),
+        match self.lists.get_key_value(topic) {
+            Some((_, list)) => Some(list),
             None => self.next.topics.get(topic).map(|t| t.queue_datas.as_slice()),
         }
     }
@@ -124,21 +125,15 @@ impl<'a> RouteBuilder<'a> {
         self.index.get(broker).and_then(|topics| topics.get(topic)).copied()
     }
 
-    /// The draft of `topic`, started from its published queue data on first touch.
-    fn draft(&mut self, topic: &str) -> (Arc<str>, &mut Vec<QueueData>) {
-        let key: Arc<str> = match self.drafts.get_key_value(topic) {
-            Some((k, _)) => k.clone(),
-            None => {
-                let (key, queues) = match self.next.topics.get_key_value(topic) {
-                    Some((k, route)) => (k.clone(), route.queue_datas.clone()),
-                    None => (Arc::from(topic), Vec::new()),
-                };
-                self.drafts.insert(key.clone(), queues);
-                key
-            }
-        };
-        let draft = self.drafts.get_mut(&key).expect("inserted above");
-        (key, draft)
+    /// The topic's key and its list as this batch has it so far (an empty one for a new topic).
+    fn current_list(&self, topic: &str) -> (Arc<str>, QueueList) {
+        if let Some((key, list)) = self.lists.get_key_value(topic) {
+            return (key.clone(), list.clone());
+        }
+        match self.next.topics.get_key_value(topic) {
+            Some((key, route)) => (key.clone(), route.queue_datas.clone()),
+            None => (Arc::from(topic), self.lists.empty()),
+        }
     }
 
     /// Inserts or replaces the queue data of `qd.broker_name` for `topic` when it differs.
@@ -148,11 +143,8 @@ impl<'a> RouteBuilder<'a> {
             return;
         }
         let broker = qd.broker_name.clone();
-        let (key, draft) = self.draft(topic);
-        match draft.binary_search_by(|q| q.broker_name.cmp(&qd.broker_name)) {
-            Ok(i) => draft[i] = qd,
-            Err(i) => draft.insert(i, qd),
-        }
+        let (key, current) = self.current_list(topic);
+        self.lists.put(key.clone(), &current, qd);
         self.index.entry(broker).or_default().insert(key, config);
         self.changed = true;
     }
@@ -162,20 +154,10 @@ impl<'a> RouteBuilder<'a> {
         if self.queue_config(topic, broker).is_none() {
             return;
         }
-        match self.drafts.get_mut(topic) {
-            Some(draft) => draft.retain(|q| &*q.broker_name != broker),
-            None => {
-                // The first touch copies the published queue data but this broker's: nothing at all when it
-                // was the topic's only broker (a broker leaving removes all its topics this way).
-                let (key, rest) = match self.next.topics.get_key_value(topic) {
-                    Some((k, route)) => {
-                        (k.clone(), route.queue_datas.iter().filter(|q| &*q.broker_name != broker).cloned().collect())
-                    }
-                    None => (Arc::from(topic), Vec::new()),
-                };
-                self.drafts.insert(key, rest);
-            }
-        }
+        let Some((name, _)) = self.index.get_key_value(broker) else { return };
+        let name = name.clone();
+        let (key, current) = self.current_list(topic);
+        self.lists.remove(key, &current, name);
         if let Some(topics) = self.index.get_mut(broker) {
             topics.remove(topic);
             if topics.is_empty() {
@@ -230,7 +212,7 @@ impl<'a> RouteBuilder<'a> {
             }
             self.changed = true;
             let topics = self.topics_of(&req.broker_name);
-            self.drafts.reserve(topics.len());
+            self.lists.reserve(topics.len());
             for topic in topics {
                 self.remove_queue_data(&topic, &req.broker_name);
             }
@@ -440,15 +422,12 @@ impl<'a> RouteBuilder<'a> {
                 affected.extend(topics.keys().cloned());
             }
         }
-        let mut drafts = std::mem::take(&mut self.drafts);
+        let mut drafts = self.lists.take();
         let mut sections = SectionCache::default();
         affected.extend(drafts.keys().cloned());
         for topic in affected {
             let queue_datas = match drafts.remove(&topic) {
-                Some(mut draft) => {
-                    draft.shrink_to_fit();
-                    draft
-                }
+                Some(draft) => draft,
                 None => match self.next.topics.get(&topic) {
                     Some(route) => route.queue_datas.clone(),
                     None => continue,
@@ -458,9 +437,8 @@ impl<'a> RouteBuilder<'a> {
                 self.next.topics.remove(&topic);
                 continue;
             }
-            let mut route = TopicRoute { queue_datas, encoded: None };
-            route.encoded = encode_route(&self.next, &topic, &route, &mut sections);
-            self.next.topics.insert(topic, Arc::new(route));
+            let route = shared_route(&self.next, &topic, queue_datas, &mut sections);
+            self.next.topics.insert(topic, route);
         }
         self.next.version += 1;
         (Some(self.next), live)

@@ -16,6 +16,7 @@ use crate::json::JsonStyle;
 use crate::protocol::route_data::{MASTER_ID, TopicRouteParts};
 use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo};
 use crate::route::FastHasher;
+use crate::route::queue_lists::QueueList;
 use crate::route::snapshot::{EncodedRoute, RouteBody, RouteSnapshot, TopicRoute};
 
 /// Topics brokers use to sync their member group; never rewritten (`TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX`).
@@ -29,6 +30,12 @@ const SYNC_BROKER_MEMBER_GROUP_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
 pub struct SectionCache {
     sections: HashMap<BrokerSetKey, (Bytes, Bytes), FastHasher>,
     own: HashSet<Bytes, FastHasher>,
+    /// Whole routes of topics whose route depends on their queue datas alone ([`depends_on_queues_alone`]),
+    /// by those queue datas' list (its address: the route holds it) and by their content, each for topics
+    /// the acting-master rewrite skips and those it does not: such topics share one `TopicRoute`, encoded
+    /// once. A million topics of a thousand brokers are a thousand routes.
+    by_list: [HashMap<usize, Arc<TopicRoute>, FastHasher>; 2],
+    routes: [HashMap<QueueList, Arc<TopicRoute>, FastHasher>; 2],
 }
 
 impl SectionCache {
@@ -67,6 +74,47 @@ impl Prepared<'_> {
             mappings: self.mappings.as_deref(),
         })
     }
+}
+
+/// `topic`'s route with these queue datas, encoded in both styles: shared with every other topic of the
+/// batch whose route is the same when it depends on nothing but its queue datas (a route body does not name
+/// its topic), else its own.
+pub fn shared_route(
+    snapshot: &RouteSnapshot,
+    topic: &str,
+    queue_datas: QueueList,
+    cache: &mut SectionCache,
+) -> Arc<TopicRoute> {
+    let alone = depends_on_queues_alone(snapshot, topic);
+    let kind = usize::from(sync_exempt(topic));
+    let list = Arc::as_ptr(&queue_datas) as usize;
+    if alone {
+        if let Some(route) = cache.by_list[kind].get(&list) {
+            return route.clone();
+        }
+        if let Some(route) = cache.routes[kind].get(&*queue_datas) {
+            return route.clone();
+        }
+    }
+    let mut route = TopicRoute { queue_datas, encoded: None };
+    route.encoded = encode_route(snapshot, topic, &route, cache);
+    let route = Arc::new(route);
+    if alone {
+        cache.by_list[kind].insert(list, route.clone());
+        cache.routes[kind].insert(route.queue_datas.clone(), route.clone());
+    }
+    route
+}
+
+/// Whether a topic's route is its queue datas and brokers alone: no `orderTopicConf` shown, no static-topic
+/// mappings. (The acting-master rewrite depends on the name's prefix only: part of the key.)
+fn depends_on_queues_alone(snapshot: &RouteSnapshot, topic: &str) -> bool {
+    let order_conf = snapshot.config.order_message_enable && snapshot.order_topic_conf.contains_key(topic);
+    !order_conf && !snapshot.mappings.contains_key(topic)
+}
+
+fn sync_exempt(topic: &str) -> bool {
+    topic.starts_with(SYNC_BROKER_MEMBER_GROUP_PREFIX)
 }
 
 /// Encodes `topic` in both styles, as every reply of the snapshot will share it; `None` when no broker of the
@@ -151,7 +199,7 @@ fn prepare<'s>(
         return None;
     }
     let mut rewritten = vec![false; brokers.len()];
-    if snapshot.config.support_acting_master && !topic.starts_with(SYNC_BROKER_MEMBER_GROUP_PREFIX) {
+    if snapshot.config.support_acting_master && !sync_exempt(topic) {
         rewrite_acting_masters(&mut brokers, &mut rewritten, &route.queue_datas);
     }
     let mut queues: Vec<&QueueData> = route.queue_datas.iter().collect();

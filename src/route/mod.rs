@@ -2,7 +2,8 @@
 //!
 //! Files: `snapshot.rs` (the published data), `topic_table.rs` (its copy-on-write topic map), `encode.rs`
 //! (route bodies, encoded once per change), `builder.rs` (RouteInfoManager's rules applied to the next
-//! snapshot) with `builder/register.rs` (REGISTER_BROKER's steps) and `builder/tests.rs`, `liveness.rs`
+//! snapshot) with `builder/register.rs` (REGISTER_BROKER's steps) and `builder/tests.rs`, `queue_lists.rs`
+//! (a batch's queue datas, shared by the topics that have the same), `liveness.rs`
 //! (who is live), `min_broker_id.rs` (905 notices the builder decides on), `writer.rs` (the one writer: the only code that publishes a snapshot or changes who is
 //! live) with `writer/tests.rs`, `dump.rs` (the warm-restart route file).
 //!
@@ -20,6 +21,7 @@ pub mod dump;
 pub mod encode;
 pub mod liveness;
 pub mod min_broker_id;
+pub mod queue_lists;
 pub mod snapshot;
 pub mod topic_table;
 pub mod writer;

@@ -14,7 +14,7 @@ use tokio::sync::OnceCell;
 
 use crate::json::{self, JsonStyle};
 use crate::protocol::codes::request;
-use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo, java_hash};
+use crate::protocol::{BrokerData, TopicQueueMappingInfo, java_hash};
 use crate::route::liveness::BrokerAddrKey;
 
 /// Route behaviour switches from the NameServer config; they shape the encoded routes, so they live in the
@@ -62,8 +62,8 @@ pub struct EncodedRoute {
 /// One topic: its queue data per broker name, and its encoded route.
 #[derive(Debug, Clone, Default)]
 pub struct TopicRoute {
-    /// Sorted by broker name.
-    pub queue_datas: Vec<QueueData>,
+    /// Sorted by broker name; shared by the topics whose queue datas are the same.
+    pub queue_datas: crate::route::queue_lists::QueueList,
     /// `None` when no broker of the topic is known: Java keeps the topic but answers TOPIC_NOT_EXIST.
     pub encoded: Option<EncodedRoute>,
 }
@@ -211,7 +211,7 @@ impl RouteSnapshot {
         let mut of_topic: Vec<&Arc<str>> = Vec::new();
         for (topic, route) in self.topics.iter() {
             of_topic.clear();
-            for q in &route.queue_datas {
+            for q in route.queue_datas.iter() {
                 of_topic.extend(clusters_of.get(&*q.broker_name).into_iter().flatten());
             }
             of_topic.sort_unstable();

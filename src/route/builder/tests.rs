@@ -92,6 +92,26 @@ fn order_topic_conf_reencodes_one_topic() {
     );
 }
 
+/// Topics with the same route share one `TopicRoute`, encoded once (a million topics of a thousand brokers
+/// are a thousand routes); a topic whose route shows its own `orderTopicConf`, or that the acting-master
+/// rewrite skips, has its own.
+#[test]
+fn equal_routes_are_one_route() {
+    let sync_topic = "rmq_sys_SYNC_BROKER_MEMBER_b";
+    let mut t = Table::new();
+    t.snapshot.config.order_message_enable = true;
+    t.snapshot.order_topic_conf.insert("y".into(), "b:4".into());
+    t.register(&registration(0, "a:1", 1, &["x", "y", "z", sync_topic]));
+    let route = |name: &str| t.snapshot.topic(name).unwrap().clone();
+    let body = |name: &str| t.snapshot.route_body(name, JsonStyle::Standard).unwrap().to_vec();
+    assert!(Arc::ptr_eq(&route("x"), &route("z")));
+    assert!(!Arc::ptr_eq(&route("x"), &route("y")));
+    assert!(!Arc::ptr_eq(&route("x"), &route(sync_topic)));
+    assert!(std::str::from_utf8(&body("y")).unwrap().contains(r#""orderTopicConf":"b:4""#));
+    assert!(!std::str::from_utf8(&body("x")).unwrap().contains("orderTopicConf"));
+    assert_eq!(body("x"), body(sync_topic));
+}
+
 #[test]
 fn a_slave_joining_reencodes_its_brokers_topics_only() {
     let mut t = Table::new();
