@@ -7,7 +7,10 @@
 //! - `new_broker_10k`: a second broker joining with the same 10k topics: every topic re-encoded;
 //! - `publish_one_change/{1k,10k,100k}`: one changed topic in tables of growing size: the cost follows what
 //!   changed, not the table;
-//! - `first_snapshot_100k`: building the first snapshot of 100k topics from one registration.
+//! - `first_snapshot_100k`: building the first snapshot of 100k topics from one registration;
+//! - `one_broker_change/{1k,1m}`: a broker of 1,000 topics re-registering with one of them changed, alone in
+//!   the table and among 1,000 such brokers (a million routes): what it costs follows the broker, not the
+//!   table.
 
 use std::hint::black_box;
 
@@ -103,5 +106,39 @@ fn publish_scaling(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, registration_costs, publish_scaling);
+/// The JSON body of broker `b` of the million-route table (1,000 topics of its own); `wide` as in [`body`].
+fn own_body(b: usize, counter: i64, wide: Option<usize>) -> Vec<u8> {
+    let configs: Vec<TopicConfig> = (0..1_000)
+        .map(|i| {
+            let queues = if wide == Some(i) { 16 } else { 8 };
+            TopicConfig::new(format!("t{b}-{i}"), queues, queues, 6)
+        })
+        .collect();
+    let dv = DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 };
+    rocketns::testing::register_body_json(&dv, &configs)
+}
+
+fn one_broker_change(c: &mut Criterion) {
+    let mut g = c.benchmark_group("one_broker_change");
+    g.sample_size(20);
+    for (label, brokers) in [("1k", 1usize), ("1m", 1_000)] {
+        let mut t = DirectTable::new();
+        for b in 0..brokers {
+            assert!(register(&mut t, &format!("broker-{b}"), &own_body(b, 1, None)));
+        }
+        assert_eq!(t.snapshot().topics.len(), brokers * 1_000);
+        // Broker 0's topic 7 goes to 16 queues and back, a new DataVersion each time: one route changes.
+        let bodies = [own_body(0, 2, Some(7)), own_body(0, 3, None)];
+        let mut turn = 0;
+        g.bench_function(label, |b| {
+            b.iter(|| {
+                assert!(register(&mut t, "broker-0", black_box(&bodies[turn % 2])), "one topic changed");
+                turn += 1;
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, registration_costs, publish_scaling, one_broker_change);
 criterion_main!(benches);
