@@ -111,7 +111,7 @@ fn request(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
     RemotingCommand::request(code, fields.iter().map(|(k, v)| (*k, *v)).collect())
 }
 
-fn lookup(topic: &str) -> RemotingCommand {
+pub(crate) fn lookup(topic: &str) -> RemotingCommand {
     request(105, &[("topic", topic)])
 }
 
@@ -365,7 +365,7 @@ async fn lookups(
 }
 
 /// The server's resident set now, and its peak since the last reset, in bytes.
-fn rss(pid: u32) -> Option<(u64, u64)> {
+pub(crate) fn rss(pid: u32) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb = |field: &str| -> Option<u64> {
         text.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
@@ -393,7 +393,7 @@ const TABLE_PER_TOPIC: u64 = 2 * 48 + 16;
 /// The audit queue's bytes, and the route file's write buffer.
 const AUDIT_QUEUE_AND_SAVE: u64 = (4 << 20) + (64 << 10);
 
-fn ms(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
+pub(crate) fn ms(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1e6
 }
 
@@ -625,7 +625,7 @@ pub async fn run(args: HostileArgs) -> i32 {
 /// real-time thread (SCHED_FIFO, the lowest priority; needs root): the attackers' own CPU, which is the
 /// fleet's and not the server's, must not show as lookups' latency. A woken real-time thread preempts
 /// them at once, where a higher nice only gives it a larger share, after their time slice.
-fn ahead_of_the_attackers() -> std::io::Result<()> {
+pub(crate) fn ahead_of_the_attackers() -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: sched_setscheduler reads `param`, which lives until it returns, for the calling thread (0).
     #[allow(unsafe_code)]

@@ -11,7 +11,9 @@
 //! - `fleet`: brokers and short- and long-lived clients that must see no failure while the server behind the
 //!   address is upgraded (`fleet.rs`);
 //! - `hostile`: every kind of connection that makes a NameServer spend memory or CPU, at once, while real
-//!   brokers re-register and lookups are measured (`hostile.rs`).
+//!   brokers re-register and lookups are measured (`hostile.rs`);
+//! - `storm`: a restart storm, every broker registering its whole table at once, with the server's RSS and
+//!   lookups measured throughout (`storm.rs`).
 //!
 //! See perf/README.md for how the comparison uses them.
 
@@ -23,6 +25,7 @@ mod driver;
 mod echo;
 mod fleet;
 mod hostile;
+mod storm;
 mod wire;
 
 use std::sync::Arc;
@@ -50,6 +53,7 @@ enum Command {
     Startup(StartupArgs),
     Fleet(fleet::FleetArgs),
     Hostile(hostile::HostileArgs),
+    Storm(storm::StormArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -218,6 +222,7 @@ fn main() {
         Command::Startup(args) => runtime(1).block_on(startup(args)),
         Command::Fleet(args) => runtime(1).block_on(fleet::fleet(args)),
         Command::Hostile(args) => runtime(1).block_on(hostile::run(args)),
+        Command::Storm(args) => runtime(1).block_on(storm::run(args)),
     };
     std::process::exit(code);
 }
