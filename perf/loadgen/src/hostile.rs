@@ -21,7 +21,7 @@
 //! it also reads rocketns's own counts and pool sizes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Args;
@@ -31,6 +31,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::driver::new_histogram;
+use crate::probe::{PeakRss, lookup, lookup_thread, ms, paced_lookups, print_lookups, rss};
 use crate::wire::register_request;
 use crate::{encode, read_reply};
 
@@ -109,10 +110,6 @@ struct Frames {
 
 fn request(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
     RemotingCommand::request(code, fields.iter().map(|(k, v)| (*k, *v)).collect())
-}
-
-pub(crate) fn lookup(topic: &str) -> RemotingCommand {
-    request(105, &[("topic", topic)])
 }
 
 impl Frames {
@@ -327,50 +324,19 @@ async fn lookups(
     end: Instant,
 ) -> LookupStats {
     let mut stats = LookupStats { quiet: new_histogram(), attack: new_histogram(), failed: 0 };
-    let Ok(mut s) = TcpStream::connect(&addr).await else {
-        stats.failed += 1;
-        return stats;
-    };
-    let _ = s.set_nodelay(true);
     let mut i = seed;
-    let mut next = Instant::now();
-    while Instant::now() < end {
-        tokio::time::sleep_until(next).await;
-        next = (next + pace).max(Instant::now() - pace);
+    let topic = || {
         i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let b = (i >> 33) % 4;
-        let topic = format!("t{b}-{}", (i >> 40) as usize % if b == 0 { real_topics } else { 100 });
-        let asked = Instant::now();
-        let answered = async {
-            s.write_all(&encode(&lookup(&topic))).await?;
-            read_reply(&mut s).await
-        };
-        match tokio::time::timeout(Duration::from_secs(10), answered).await {
-            Ok(Ok(r)) if r.code == 0 => {
-                let took = asked.elapsed().as_nanos() as u64;
-                let h = if asked < attack_from { &mut stats.quiet } else { &mut stats.attack };
-                let _ = h.record(took.max(1_000));
-            }
-            Ok(Ok(_)) => stats.failed += 1,
-            _ => {
-                stats.failed += 1;
-                match TcpStream::connect(&addr).await {
-                    Ok(new) => s = new,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        }
-    }
-    stats
-}
-
-/// The server's resident set now, and its peak since the last reset, in bytes.
-pub(crate) fn rss(pid: u32) -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb = |field: &str| -> Option<u64> {
-        text.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
+        format!("t{b}-{}", (i >> 40) as usize % if b == 0 { real_topics } else { 100 })
     };
-    Some((kb("VmRSS:")? * 1024, kb("VmHWM:")? * 1024))
+    let (quiet, attack) = (&mut stats.quiet, &mut stats.attack);
+    let record = |asked: Instant, took: Duration| {
+        let h = if asked < attack_from { &mut *quiet } else { &mut *attack };
+        let _ = h.record((took.as_nanos() as u64).max(1_000));
+    };
+    stats.failed = paced_lookups(&addr, pace, topic, record, || Instant::now() >= end).await;
+    stats
 }
 
 fn metric(text: &str, name: &str) -> Option<f64> {
@@ -393,10 +359,6 @@ const TABLE_PER_TOPIC: u64 = 2 * 48 + 16;
 /// The audit queue's bytes, and the route file's write buffer.
 const AUDIT_QUEUE_AND_SAVE: u64 = (4 << 20) + (64 << 10);
 
-pub(crate) fn ms(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
-    h.value_at_quantile(q) as f64 / 1e6
-}
-
 pub async fn run(args: HostileArgs) -> i32 {
     let frames = Arc::new(Frames::new());
     let mut real = Vec::new();
@@ -417,27 +379,10 @@ pub async fn run(args: HostileArgs) -> i32 {
         .into_iter()
         .map(|b| tokio::spawn(reregister(b, Duration::from_millis(args.reregister_ms), real_counts.clone(), end)))
         .collect();
-    // On a thread and a runtime of their own: the attackers' own work must not show as lookups' latency.
     let (addr, count, real_topics) = (args.addr.clone(), args.lookups, args.real_topics);
     let pace = Duration::from_secs_f64(count as f64 / args.lookup_rate.max(1) as f64);
-    let lookup_thread = std::thread::spawn(move || {
-        if let Err(e) = ahead_of_the_attackers() {
-            eprintln!("hostile: lookups at the attackers' priority ({e}): their latency includes the fleet's CPU");
-        }
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        rt.block_on(async move {
-            let tasks: Vec<_> = (0..count)
-                .map(|i| tokio::spawn(lookups((addr.clone(), i as u64 + 1, pace), real_topics, attack_from, end)))
-                .collect();
-            let mut all = Vec::new();
-            for t in tasks {
-                if let Ok(s) = t.await {
-                    all.push(s);
-                }
-            }
-            all
-        })
-    });
+    let lookup_thread =
+        lookup_thread(count, move |i| lookups((addr.clone(), i as u64 + 1, pace), real_topics, attack_from, end));
     tokio::time::sleep_until(attack_from).await;
     // The quiet resident set holds the route table; the peak is the attack's own from here.
     let quiet_rss = args.server_pid.and_then(rss).map_or(0, |r| r.0);
@@ -470,26 +415,9 @@ pub async fn run(args: HostileArgs) -> i32 {
             })
         }));
     }
-    let sampling = Arc::new(AtomicBool::new(true));
-    let sampler = args.server_pid.map(|pid| {
-        let sampling = sampling.clone();
-        tokio::spawn(async move {
-            let mut peak = 0;
-            while sampling.load(Ordering::Relaxed) {
-                if let Some((now, hwm)) = rss(pid) {
-                    peak = peak.max(now).max(hwm);
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            peak
-        })
-    });
+    let sampler = PeakRss::start(args.server_pid, Duration::from_millis(50));
     let _ = tokio::task::spawn_blocking(move || attackers.into_iter().for_each(|a| drop(a.join()))).await;
-    sampling.store(false, Ordering::Relaxed);
-    let peak = match sampler {
-        Some(s) => s.await.unwrap_or(0),
-        None => 0,
-    };
+    let peak = sampler.stop();
     let mut quiet = new_histogram();
     let mut attack = new_histogram();
     let mut lookups_failed = 0;
@@ -546,14 +474,7 @@ pub async fn run(args: HostileArgs) -> i32 {
         bound.map_or("n/a (no metrics port)".to_string(), |b| format!("{:.1} MB", mb(b)))
     );
     for (name, h) in [("quiet", &quiet), ("attack", &attack)] {
-        println!(
-            "lookups {name}: {} answered, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
-            h.len(),
-            ms(h, 0.5),
-            ms(h, 0.99),
-            ms(h, 0.999),
-            h.max() as f64 / 1e6
-        );
+        print_lookups(name, h);
     }
     let rc = &real_counts;
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -619,16 +540,4 @@ pub async fn run(args: HostileArgs) -> i32 {
     );
     drop(brokers);
     0
-}
-
-/// Puts the calling thread (the lookups') ahead of every other thread of the fleet on a shared core, as a
-/// real-time thread (SCHED_FIFO, the lowest priority; needs root): the attackers' own CPU, which is the
-/// fleet's and not the server's, must not show as lookups' latency. A woken real-time thread preempts
-/// them at once, where a higher nice only gives it a larger share, after their time slice.
-pub(crate) fn ahead_of_the_attackers() -> std::io::Result<()> {
-    let param = libc::sched_param { sched_priority: 1 };
-    // SAFETY: sched_setscheduler reads `param`, which lives until it returns, for the calling thread (0).
-    #[allow(unsafe_code)]
-    let failed = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0;
-    if failed { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }

@@ -17,7 +17,7 @@
 //!
 //! See perf/README.md for how the comparison uses them.
 
-// One unsafe call, the fleet's lookups' scheduling policy (hostile.rs).
+// One unsafe call, the lookups' scheduling policy (probe.rs).
 #![deny(unsafe_code)]
 
 mod big;
@@ -25,6 +25,7 @@ mod driver;
 mod echo;
 mod fleet;
 mod hostile;
+mod probe;
 mod storm;
 mod wire;
 

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::driver::new_histogram;
-use crate::hostile::{ahead_of_the_attackers, lookup, ms, rss};
+use crate::probe::{PeakRss, lookup, lookup_thread, ms, paced_lookups, print_lookups, rss};
 use crate::wire::register_request;
 use crate::{encode, read_reply};
 
@@ -132,39 +132,18 @@ async fn probe_broker(addr: &str) -> Result<TcpStream, String> {
 }
 
 async fn lookups(addr: String, seed: u64, pace: Duration, clock: Arc<Clock>) -> Phases {
-    let mut p = Phases { quiet: new_histogram(), storm: new_histogram(), after: new_histogram(), failed: 0 };
-    let Ok(mut s) = TcpStream::connect(&addr).await else {
-        p.failed += 1;
-        return p;
-    };
-    let _ = s.set_nodelay(true);
+    let mut phases = Phases { quiet: new_histogram(), storm: new_histogram(), after: new_histogram(), failed: 0 };
     let mut i = seed;
-    let mut next = Instant::now();
-    while !clock.stop.load(Ordering::Relaxed) {
-        tokio::time::sleep_until(next).await;
-        next = (next + pace).max(Instant::now() - pace);
+    let topic = || {
         i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let topic = format!("probe-{}", (i >> 33) as usize % PROBE_TOPICS);
-        let asked = Instant::now();
-        let answered = async {
-            s.write_all(&encode(&lookup(&topic))).await?;
-            read_reply(&mut s).await
-        };
-        match tokio::time::timeout(Duration::from_secs(10), answered).await {
-            Ok(Ok(r)) if r.code == 0 => {
-                let _ = clock.phase(asked, &mut p).record((asked.elapsed().as_nanos() as u64).max(1_000));
-            }
-            Ok(Ok(_)) => p.failed += 1,
-            _ => {
-                p.failed += 1;
-                match TcpStream::connect(&addr).await {
-                    Ok(new) => s = new,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        }
-    }
-    p
+        format!("probe-{}", (i >> 33) as usize % PROBE_TOPICS)
+    };
+    let record = |asked: Instant, took: Duration| {
+        let _ = clock.phase(asked, &mut phases).record((took.as_nanos() as u64).max(1_000));
+    };
+    let failed = paced_lookups(&addr, pace, topic, record, || clock.stop.load(Ordering::Relaxed)).await;
+    phases.failed = failed;
+    phases
 }
 
 /// One broker's first try: connect, send the whole frame, wait for the answer.
@@ -261,43 +240,13 @@ pub async fn run(args: StormArgs) -> i32 {
     });
     let (addr, count, lookup_clock) = (args.addr.clone(), args.lookups, clock.clone());
     let pace = Duration::from_secs_f64(count as f64 / args.lookup_rate.max(1) as f64);
-    let lookup_thread = std::thread::spawn(move || {
-        if let Err(e) = ahead_of_the_attackers() {
-            eprintln!("storm: lookups at the brokers' priority ({e}): their latency includes the generator's CPU");
-        }
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        rt.block_on(async move {
-            let tasks: Vec<_> = (0..count)
-                .map(|i| tokio::spawn(lookups(addr.clone(), i as u64 + 1, pace, lookup_clock.clone())))
-                .collect();
-            let mut all = Vec::new();
-            for t in tasks {
-                if let Ok(p) = t.await {
-                    all.push(p);
-                }
-            }
-            all
-        })
-    });
+    let lookup_thread = lookup_thread(count, move |i| lookups(addr.clone(), i as u64 + 1, pace, lookup_clock.clone()));
     tokio::time::sleep(Duration::from_secs_f64(args.quiet)).await;
     let quiet_rss = args.server_pid.and_then(rss).map_or(0, |r| r.0);
     // Routed before any broker spoke: a server restarted over its route file already has them (warm).
     let routed_before = routed(&args.addr, args.brokers, args.topics, args.shared_topics).await;
 
-    let sampling = Arc::new(AtomicBool::new(true));
-    let sampler = args.server_pid.map(|pid| {
-        let sampling = sampling.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while sampling.load(Ordering::Relaxed) {
-                if let Some((now, hwm)) = rss(pid) {
-                    peak = peak.max(now).max(hwm);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            peak
-        })
-    });
+    let sampler = PeakRss::start(args.server_pid, Duration::from_millis(10));
     let start = Instant::now();
     clock.mark(&clock.storm_from);
     let timeout = Duration::from_millis(args.reply_timeout_ms);
@@ -328,8 +277,7 @@ pub async fn run(args: StormArgs) -> i32 {
     let storm_s = start.elapsed().as_secs_f64();
     drop(frames);
     tokio::time::sleep(Duration::from_secs_f64(args.after)).await;
-    sampling.store(false, Ordering::Relaxed);
-    let peak = sampler.and_then(|s| s.join().ok()).unwrap_or(0);
+    let peak = sampler.stop();
     let after_rss = args.server_pid.and_then(rss).map_or(0, |r| r.0);
     clock.stop.store(true, Ordering::Relaxed);
     let routed = routed(&args.addr, args.brokers, args.topics, args.shared_topics).await;
@@ -381,14 +329,7 @@ pub async fn run(args: StormArgs) -> i32 {
         mb(after_rss)
     );
     for (name, h) in [("quiet", &phases.quiet), ("storm", &phases.storm), ("after", &phases.after)] {
-        println!(
-            "lookups {name}: {} answered, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
-            h.len(),
-            ms(h, 0.5),
-            ms(h, 0.99),
-            ms(h, 0.999),
-            h.max() as f64 / 1e6
-        );
+        print_lookups(name, h);
     }
     println!(
         r#"{{"label":"{}","brokers":{},"topics":{},"shared_topics":{},"frame_bytes":{frame_bytes},"registered":{registered},"error_codes":{codes},"closed":{closed},"unanswered":{no_answer},"answer_p50_ms":{},"answer_p99_ms":{},"answer_max_ms":{},"storm_s":{storm_s:.3},"routed_before":{routed_before},"routed":{routed},"quiet_rss":{quiet_rss},"peak_rss":{peak},"after_rss":{after_rss},"lookups_quiet":{},"lookups_storm":{},"lookups_after":{},"lookups_failed":{}}}"#,
