@@ -1,7 +1,8 @@
 //! `RouteSnapshot`: the whole route table at one instant, immutable once published.
 //!
 //! Pure data, no I/O. Readers get it from an `ArcSwap` without locking; each routable topic carries its
-//! TopicRouteData body already encoded in both JSON styles, so a route lookup is a map lookup and a copy.
+//! TopicRouteData body already encoded in both JSON styles (one route shared by the topics whose routes are
+//! the same), so a route lookup is a map lookup and a copy.
 //! Bodies derived from the whole table (cluster info, topic lists) are encoded at most once per snapshot,
 //! on first use ([`TableBody`]): encoding them is O(table), so whoever asks first runs [`RouteSnapshot::encode`]
 //! off the threads that answer lookups, and everyone else shares its bytes.
