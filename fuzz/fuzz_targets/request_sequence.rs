@@ -25,7 +25,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 fn check(snapshot: &RouteSnapshot) {
     for (topic, route) in snapshot.topics.iter() {
         assert!(!route.queue_datas.is_empty(), "{topic} kept without queues");
-        for q in &route.queue_datas {
+        for q in route.queue_datas.iter() {
             assert!(
                 snapshot.brokers.contains_key(&q.broker_name),
                 "{topic}: queue of unknown broker {}",
