@@ -18,7 +18,9 @@ use common::{free_port, server_binary, wait_for};
 
 /// The smallest requests pool the config allows (28 MiB: one 16 MiB frame and what it builds) and a 1 s
 /// large-frame deadline: the storms' frames wait for room, and a wait counted as lateness would close them.
-fn write_config(dir: &Path, port: u16) -> std::path::PathBuf {
+/// Returns the config file and the address the server will listen on.
+fn write_config(dir: &Path) -> (std::path::PathBuf, String) {
+    let port = free_port();
     let config = dir.join("namesrv.properties");
     let text = format!(
         "bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\nlargeFrameBufferBytes={}\nlargeFrameTimeoutMillis=1000\n",
@@ -26,7 +28,7 @@ fn write_config(dir: &Path, port: u16) -> std::path::PathBuf {
         28 << 20
     );
     std::fs::write(&config, text).unwrap();
-    config
+    (config, format!("127.0.0.1:{port}"))
 }
 
 fn start(config: &Path, addr: &str) -> Child {
@@ -52,6 +54,14 @@ fn spawn_storm(addr: &str, server: &Child, args: &[&str], hold: bool) -> Child {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("run the storm")
+}
+
+/// Runs a storm to its end; its summary.
+fn storm_to_end(addr: &str, server: &Child, args: &[&str]) -> serde_json::Value {
+    let mut generator = spawn_storm(addr, server, args, false);
+    let report = summary(&mut generator);
+    generator.wait().unwrap();
+    report
 }
 
 /// The storm's summary, once it is out.
@@ -81,9 +91,7 @@ fn assert_nobody_refused(report: &serde_json::Value, brokers: u64) {
 #[test]
 fn a_restart_storm_refuses_no_one_cold_or_warm() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port);
-    let addr = format!("127.0.0.1:{port}");
+    let (config, addr) = write_config(dir.path());
     let args = ["--brokers", "200", "--topics", "1000", "--label", "cold"];
 
     let mut server = start(&config, &addr);
@@ -98,9 +106,7 @@ fn a_restart_storm_refuses_no_one_cold_or_warm() {
     held.wait().unwrap();
 
     let mut server = start(&config, &addr);
-    let mut generator = spawn_storm(&addr, &server, &args, false);
-    let warm = summary(&mut generator);
-    generator.wait().unwrap();
+    let warm = storm_to_end(&addr, &server, &args);
     assert_eq!(warm["routed_before"], 200, "restarted over its route file, the server routes every broker at once");
     assert_nobody_refused(&warm, 200);
     server.kill().unwrap();
@@ -110,14 +116,9 @@ fn a_restart_storm_refuses_no_one_cold_or_warm() {
 #[test]
 fn brokers_of_one_shared_table_all_register_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port);
-    let addr = format!("127.0.0.1:{port}");
+    let (config, addr) = write_config(dir.path());
     let mut server = start(&config, &addr);
-    let mut generator =
-        spawn_storm(&addr, &server, &["--brokers", "10", "--topics", "20000", "--shared-topics"], false);
-    let report = summary(&mut generator);
-    generator.wait().unwrap();
+    let report = storm_to_end(&addr, &server, &["--brokers", "10", "--topics", "20000", "--shared-topics"]);
     assert_nobody_refused(&report, 10);
     assert!(report["frame_bytes"].as_u64().unwrap() > 10 * 2_000_000, "whole tables in one frame each");
     server.kill().unwrap();
