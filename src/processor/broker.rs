@@ -108,7 +108,7 @@ async fn decode_within_budget(
     let turns = received.is_compressed() || received.bytes.len() > crate::budget::SMALL_FRAME;
     let wants = if received.is_compressed() {
         let body = received.clone();
-        let need = decoding(p, turns, move || body.compressed_need()).await??;
+        let need = decoding(p, turns, move || body.compressed_need(most)).await??;
         vec![need]
     } else {
         vec![received.json_allowance().min(most), most]

@@ -103,10 +103,13 @@ impl ReceivedBody {
     }
 
     /// What decoding a compressed body builds at most, read off its inflated items without keeping any
-    /// (an inflate's CPU, no memory but the inflater's): how much a body inflates cannot be told from its
-    /// size (a table of similar names inflates 30-fold, a bomb a thousandfold).
-    pub fn compressed_need(&self) -> Result<usize, BodyError> {
-        compressed_need(&self.bytes, self.version)
+    /// (no memory but the inflater's): how much a body inflates cannot be told from its size (a table of
+    /// similar names inflates 30-fold, a bomb a thousandfold). Counting stops as soon as the need passes
+    /// `most`, and the answer is then only some figure over it: what refusing a body costs is an inflate
+    /// of at most what `most` would build, not of the whole body (a bomb that announces more topic configs
+    /// than `most` holds is refused after its first bytes).
+    pub fn compressed_need(&self, most: usize) -> Result<usize, BodyError> {
+        compressed_need(&self.bytes, self.version, most)
     }
 }
 
@@ -307,20 +310,30 @@ fn vec_peak(n: usize, size: usize) -> usize {
     meter::alloc_cost(cap * size) + meter::alloc_cost(cap / 2 * size)
 }
 
-/// What `decode_compressed` builds at most (the module's meter holds it to this): see
-/// [`ReceivedBody::compressed_need`].
-fn compressed_need(body: &[u8], version: i32) -> Result<usize, BodyError> {
+/// What `decode_compressed` builds at most (the module's meter holds it to this), or a figure over `most`
+/// once the need is known to pass it: see [`ReceivedBody::compressed_need`].
+fn compressed_need(body: &[u8], version: i32, most: usize) -> Result<usize, BodyError> {
     let mut inflated = Inflated::new(body)?;
     inflated.chunk("dataVersion")?;
     let count = inflated.int("topic count")?;
     if count < 0 {
         return Err(BodyError::Compressed(format!("negative topic count {count}")));
     }
+    // Every topic config read is kept, so the count alone may tell: a body that holds as many needs more,
+    // and one cut short of them is invalid anyway.
+    let announced = INFLATER_COST + vec_peak(count as usize, size_of::<TopicConfig>());
+    if announced > most {
+        return Ok(announced);
+    }
     let (mut topics, mut names) = (0usize, 0usize);
     for _ in 0..count {
         let text = inflated.chunk("topic config")?;
         names += meter::alloc_cost(text.iter().position(|b| *b == b' ').unwrap_or(text.len()));
         topics += 1;
+        let so_far = INFLATER_COST + meter::alloc_cost(inflated.item.capacity()) + names + vec_peak(topics, size_of::<TopicConfig>());
+        if so_far > most {
+            return Ok(so_far);
+        }
     }
     // A list of strings, or one mapping's text, builds at most 16 times its size (an empty string is a
     // 24-byte slot for 3 bytes, in a vector that may be twice as long as needed).
@@ -331,6 +344,9 @@ fn compressed_need(body: &[u8], version: i32) -> Result<usize, BodyError> {
         for _ in 0..count.max(0) {
             lists += 16 * inflated.chunk("mapping")?.len() + 64;
             mappings += 1;
+            if lists > most {
+                return Ok(lists);
+            }
         }
     }
     let item = meter::alloc_cost(inflated.item.capacity());
@@ -501,7 +517,7 @@ mod tests {
                 };
                 let received = ReceivedBody { bytes: bytes.into(), compressed, version: 479, crc32: 0 };
                 let allowance = if compressed {
-                    received.compressed_need().expect("a need")
+                    received.compressed_need(usize::MAX).expect("a need")
                 } else {
                     received.json_allowance()
                 };
@@ -531,12 +547,43 @@ mod tests {
             let stopped = received.decode_within(allowance);
             assert!(matches!(stopped, Err(BodyError::OverAllowance(_))), "{what}: {stopped:?}");
             if compressed {
-                let need = received.compressed_need().expect("a need");
+                let need = received.compressed_need(usize::MAX).expect("a need");
                 assert!(received.decode_within(need).is_ok(), "{what}: decoded within its need of {need}");
             }
             // Given what it needs, it decodes (the meter counted what it builds, not more).
             let (_, held) = received.decode_within(64 << 20).expect("decoded with room enough");
             println!("{what}: {} bytes, kept {held}, first allowed {allowance}", received.bytes.len());
+        }
+    }
+
+    /// Refusing a body costs what counting up to the limit costs, not an inflate of the whole body: one
+    /// that announces more topic configs than the limit holds is refused on its count, and one whose
+    /// configs pass the limit as they are read is refused there; neither is read to its end (both are cut
+    /// short here, which a read to the end would find and call invalid).
+    #[test]
+    fn a_need_over_the_most_is_told_without_reading_on() {
+        use std::io::Write as _;
+        let most = 32 << 20;
+        let cut_short = |count: i32, items: usize, name: &str| {
+            let dv = br#"{"counter":1,"stateVersion":0,"timestamp":1}"#;
+            let mut raw = (dv.len() as i32).to_be_bytes().to_vec();
+            raw.extend_from_slice(dv);
+            raw.extend_from_slice(&count.to_be_bytes());
+            let item = format!("{name} 1 1 6 SINGLE_TAG");
+            for _ in 0..items {
+                raw.extend_from_slice(&(item.len() as i32).to_be_bytes());
+                raw.extend_from_slice(item.as_bytes());
+            }
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(&raw).unwrap();
+            ReceivedBody { bytes: z.finish().unwrap().into(), compressed: true, version: 479, crc32: 0 }
+        };
+        let announced = cut_short(2_500_000, 0, "t");
+        let long_names = cut_short(100_000, 99_999, &"n".repeat(1000));
+        for (what, body) in [("announced", announced), ("long names", long_names)] {
+            let need = body.compressed_need(most).expect("a need over the most");
+            assert!(need > most, "{what}: {need}");
+            assert!(body.compressed_need(usize::MAX).is_err(), "{what}: read to its end, it is cut short");
         }
     }
 
