@@ -250,8 +250,11 @@ impl<'a> RouteBuilder<'a> {
         for (cluster, names) in dump.clusters {
             clusters.entry(cluster.into()).or_default().extend(names.into_iter().map(Arc::from));
         }
+        // Topics of one list in the file become topics of one list here (`QueueLists` works each change
+        // of a list out once).
         for t in dump.topics {
-            for qd in t.queue_datas {
+            let shared = t.queue_list.and_then(|l| dump.queue_lists.get(l)).into_iter().flatten();
+            for qd in t.queue_datas.into_iter().chain(shared.cloned()) {
                 self.put_queue_data(&t.topic, qd);
             }
         }

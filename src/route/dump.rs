@@ -6,9 +6,12 @@
 //! never holds a broker without its live entry or the other way round; and `restore` reconciles whatever a
 //! file holds (an older one, one edited by hand), so every routed address expires unless it comes back.
 //!
-//! Plain JSON with a format tag; a file that does not parse, or carries another format, is ignored.
+//! Plain JSON with a format tag; a file that does not parse, or carries another format, is ignored. Each
+//! distinct queue list is written once and topics name theirs (format 2): 50 brokers that share 100,000
+//! topics wrote every topic's fifty queue datas in format 1, a file of hundreds of megabytes, and parsing
+//! it back held all of them at once. Format 1 files are still read, so an upgrade restarts warm.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,10 +21,13 @@ use tokio::time::Instant;
 use crate::protocol::{BrokerData, DataVersion, QueueData, TopicQueueMappingInfo};
 use crate::route::builder::{BrokerTopicIndex, RouteBuilder};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, DEFAULT_BROKER_TIMEOUT};
+use crate::route::FastHasher;
 use crate::route::snapshot::{RouteSnapshot, TopicMappings, TopicRoute};
 
-/// Bumped whenever the layout changes; an older file is then ignored, never misread.
-pub const FORMAT: &str = "rocketns-routes/1";
+/// Bumped whenever the layout changes; a file of a format not in [`READS`] is then ignored, never misread.
+pub const FORMAT: &str = "rocketns-routes/2";
+/// The formats `restore` reads: 1 has each topic's queue datas in the topic.
+pub const READS: [&str; 2] = [FORMAT, "rocketns-routes/1"];
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,6 +35,9 @@ pub struct RouteDump {
     pub format: String,
     pub brokers: Vec<BrokerDump>,
     pub clusters: BTreeMap<String, Vec<String>>,
+    /// Each distinct queue list once (format 2), sorted by broker name.
+    #[serde(default)]
+    pub queue_lists: Vec<Vec<QueueData>>,
     pub topics: Vec<TopicDump>,
     pub filter_servers: Vec<FilterServerDump>,
     pub mappings: BTreeMap<String, Vec<TopicQueueMappingInfo>>,
@@ -49,7 +58,12 @@ pub struct BrokerDump {
 #[serde(rename_all = "camelCase")]
 pub struct TopicDump {
     pub topic: String,
+    /// Format 1: the topic's own queue datas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue_datas: Vec<QueueData>,
+    /// Format 2: its list's place in [`RouteDump::queue_lists`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_list: Option<usize>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -74,8 +88,10 @@ pub struct LiveBrokerDump {
 pub enum DumpError {
     #[error("cannot parse the route snapshot file: {0}")]
     Parse(String),
-    #[error("the route snapshot file has format {found:?}, this rocketns reads {FORMAT:?}")]
+    #[error("the route snapshot file has format {found:?}, this rocketns reads {READS:?}")]
     Format { found: String },
+    #[error("topic {topic:?} names queue list {list}, the file has {lists}")]
+    NoSuchList { topic: String, list: usize, lists: usize },
 }
 
 /// The routes and the live entries of one moment of the writer's, for the route snapshot file.
@@ -93,9 +109,10 @@ impl RoutesToSave {
 }
 
 /// Writes the file's content to `out` as it is encoded. Nothing of the table is copied first: a save holds
-/// the write buffer and a sorted list of references to the topics (16 bytes each), not a second table and
-/// a file's worth of JSON (25 MiB at 100,000 topics when it did). It runs after every change, whatever
-/// clients do, so its peak adds to every other (tests/route_file_memory.rs).
+/// the write buffer, a sorted list of references to the topics (16 bytes each) and the place of each
+/// distinct queue list (about 40 bytes a list), not a second table and a file's worth of JSON (25 MiB at
+/// 100,000 topics when it did). It runs after every change, whatever clients do, so its peak adds to every
+/// other (tests/route_file_memory.rs).
 pub fn write(routes: &RoutesToSave, out: impl std::io::Write) -> std::io::Result<()> {
     serde_json::to_writer(out, &FileView(routes)).map_err(std::io::Error::from)
 }
@@ -114,12 +131,23 @@ impl Serialize for FileView<'_> {
         topics.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut mappings: Vec<(&Arc<str>, &Arc<TopicMappings>)> = snapshot.mappings.iter().collect();
         mappings.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        // Lists are numbered in the order of the first topic that has each: the same table, the same file.
+        let mut places: HashMap<*const Vec<QueueData>, usize, FastHasher> = HashMap::default();
+        let mut lists: Vec<&[QueueData]> = Vec::new();
+        for (_, route) in &topics {
+            places.entry(Arc::as_ptr(&route.queue_datas)).or_insert_with(|| {
+                lists.push(&route.queue_datas);
+                lists.len() - 1
+            });
+        }
+        let place = |route: &TopicRoute| places.get(&Arc::as_ptr(&route.queue_datas)).copied().unwrap_or_default();
 
-        let mut file = s.serialize_struct("RouteDump", 7)?;
+        let mut file = s.serialize_struct("RouteDump", 8)?;
         file.serialize_field("format", FORMAT)?;
         file.serialize_field("brokers", &Seq(|| brokers.iter().map(|b| BrokerView(b))))?;
         file.serialize_field("clusters", &*snapshot.clusters)?;
-        file.serialize_field("topics", &Seq(|| topics.iter().map(|(topic, route)| TopicView { topic, queue_datas: &route.queue_datas })))?;
+        file.serialize_field("queueLists", &lists)?;
+        file.serialize_field("topics", &Seq(|| topics.iter().map(|(topic, route)| TopicView { topic, queue_list: place(route) })))?;
         file.serialize_field(
             "filterServers",
             &Seq(|| {
@@ -186,7 +214,7 @@ impl Serialize for BrokerView<'_> {
 #[serde(rename_all = "camelCase")]
 struct TopicView<'a> {
     topic: &'a str,
-    queue_datas: &'a [QueueData],
+    queue_list: usize,
 }
 
 #[derive(Serialize)]
@@ -218,8 +246,11 @@ pub(crate) fn restore(
     now: Instant,
 ) -> Result<RouteSnapshot, DumpError> {
     let file: RouteDump = serde_json::from_slice(bytes).map_err(|e| DumpError::Parse(e.to_string()))?;
-    if file.format != FORMAT {
+    if !READS.contains(&file.format.as_str()) {
         return Err(DumpError::Format { found: file.format });
+    }
+    if let Some((t, list)) = file.topics.iter().find_map(|t| t.queue_list.filter(|l| *l >= file.queue_lists.len()).map(|l| (t, l))) {
+        return Err(DumpError::NoSuchList { topic: t.topic.clone(), list, lists: file.queue_lists.len() });
     }
     for b in &file.live_brokers {
         live.insert(
@@ -304,11 +335,12 @@ mod tests {
     /// every table in it, filter servers and static-topic mappings included.
     #[test]
     fn the_written_file_is_a_route_dump_byte_for_byte() {
-        let text = r#"{"format":"rocketns-routes/1",
+        let text = r#"{"format":"rocketns-routes/2",
             "brokers":[{"cluster":"c","brokerName":"a","brokerAddrs":{"0":"a:1"},"zoneName":"z","enableActingMaster":true}],
             "clusters":{"c":["a"]},
-            "topics":[{"topic":"ta","queueDatas":[{"brokerName":"a","readQueueNums":8,"writeQueueNums":4,"perm":6,"topicSysFlag":1}]},
-                      {"topic":"ta2","queueDatas":[{"brokerName":"a","readQueueNums":1,"writeQueueNums":1,"perm":2,"topicSysFlag":0}]}],
+            "queueLists":[[{"brokerName":"a","readQueueNums":8,"writeQueueNums":4,"perm":6,"topicSysFlag":1}],
+                          [{"brokerName":"a","readQueueNums":1,"writeQueueNums":1,"perm":2,"topicSysFlag":0}]],
+            "topics":[{"topic":"ta","queueList":0},{"topic":"ta2","queueList":1},{"topic":"ta3","queueList":0}],
             "filterServers":[{"cluster":"c","brokerAddr":"a:1","servers":["f:1","f:2"]}],
             "mappings":{"ta":[{"topic":"ta","scope":"s","totalQueues":2,"bname":"a","epoch":3,"dirty":false,"currIdMap":{"0":1}}]},
             "liveBrokers":[{"cluster":"c","brokerAddr":"a:1","haServerAddr":"a:3","dataVersion":{"stateVersion":1,"timestamp":2,"counter":3},"timeoutMillis":5000}]}"#;
@@ -318,8 +350,31 @@ mod tests {
         let snapshot = restore(&canonical, &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, Instant::now())
             .expect("restored");
         assert_eq!(snapshot.mappings.len(), 1, "the mapping is restored");
+        let (ta, ta3) = (&snapshot.topics.get("ta").unwrap().queue_datas, &snapshot.topics.get("ta3").unwrap().queue_datas);
+        assert!(Arc::ptr_eq(ta, ta3), "topics of one list in the file share one list");
         let routes = RoutesToSave { snapshot: std::sync::Arc::new(snapshot), live: live.entries() };
         assert_eq!(String::from_utf8(dump(&routes)).unwrap(), String::from_utf8(canonical).unwrap());
+    }
+
+    /// A file of format 1 (each topic's queue datas in the topic, as rocketns wrote before) is read: an
+    /// upgrade restarts warm. A topic that names a list the file lacks makes the file unreadable.
+    #[test]
+    fn format_1_files_are_read_and_missing_lists_refused() {
+        let v1 = r#"{"format":"rocketns-routes/1",
+            "brokers":[{"cluster":"c","brokerName":"a","brokerAddrs":{"0":"a:1"},"zoneName":null,"enableActingMaster":false}],
+            "clusters":{"c":["a"]},
+            "topics":[{"topic":"ta","queueDatas":[{"brokerName":"a","readQueueNums":8,"writeQueueNums":4,"perm":6,"topicSysFlag":1}]}],
+            "filterServers":[],"mappings":{},"liveBrokers":[]}"#;
+        let read = |text: &str| {
+            let live = BrokerLiveTable::new();
+            restore(text.as_bytes(), &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, Instant::now())
+        };
+        let snapshot = read(v1).expect("format 1 is read");
+        assert_eq!(snapshot.topics.get("ta").unwrap().queue_datas[0].read_queue_nums, 8);
+        let dangling = v1
+            .replace("rocketns-routes/1", "rocketns-routes/2")
+            .replace(r#""queueDatas":[{"brokerName":"a","readQueueNums":8,"writeQueueNums":4,"perm":6,"topicSysFlag":1}]"#, r#""queueList":0"#);
+        assert!(matches!(read(&dangling), Err(DumpError::NoSuchList { list: 0, lists: 0, .. })), "{dangling}");
     }
 
     fn restored(routes: &RoutesToSave, now: Instant) -> (RouteSnapshot, BrokerLiveTable) {
