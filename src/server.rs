@@ -204,15 +204,19 @@ impl NameServer {
         let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor, state, mut writer } =
             self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
+        // The writer's batches (a restart storm's snapshots of a million routes), the saves and the scans
+        // run on the work lane and its blocking pool: on the runtime `run` runs on, their threads took a
+        // lookup's core for milliseconds at a time.
+        let background = state.lane.clone().unwrap_or_else(tokio::runtime::Handle::current);
         let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
             let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
             writer.send_min_broker_id_changes(sink);
-            tokio::spawn(crate::outbound::notify::run(notices, state.metrics.clone()))
+            background.spawn(crate::outbound::notify::run(notices, state.metrics.clone()))
         });
         let mut tasks = Supervised {
-            writer: tokio::spawn(writer.run()),
-            scan: tokio::spawn(housekeeping::scan_inactive_brokers(state.routes.clone(), state.config.clone())),
-            saver: tokio::spawn(housekeeping::save_routes_periodically(
+            writer: background.spawn(writer.run()),
+            scan: background.spawn(housekeeping::scan_inactive_brokers(state.routes.clone(), state.config.clone())),
+            saver: background.spawn(housekeeping::save_routes_periodically(
                 state.routes.clone(),
                 state.config.clone(),
                 state.metrics.clone(),
