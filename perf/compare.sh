@@ -29,6 +29,12 @@
 # DataVersion, a real broker's heartbeat), `bump` (a new DataVersion), `join` (the broker leaves and a new
 # one with the same 100,000 topics joins).
 #
+# `thousand` and `million` are the same lookups over routes of one broker each: one broker of 1,000 topics,
+# and 1,000 brokers of 1,000 topics of their own (a million routes, registered all at once as after a
+# restart); lookups ask for any of them at random. Their CPU per request side by side is what a table a
+# thousand times larger costs a lookup. The echoes are left out of `million` (their one reply has every
+# broker in it).
+#
 # Brokers register as a default Java broker does: the whole topic table in one REGISTER_BROKER.
 set -euo pipefail
 
@@ -36,7 +42,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 if [ -n "${UPDATE:-}" ]; then OUT=$ROOT/perf/results; else OUT=${OUT:-$ROOT/perf/out}; fi
 DURATION=${DURATION:-10}
-SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k c1000 c10000 storm bigchurn"}
+SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k thousand million c1000 c10000 storm bigchurn"}
 SCENARIOS=${SCENARIOS//bigchurn/bigchurn-quiet bigchurn-same bigchurn-bump bigchurn-join}
 BIG_DURATION=${BIG_DURATION:-10}
 SERVERS=${SERVERS:-"echo echo-rocketns rocketns rocketmq-rust java"}
@@ -62,13 +68,16 @@ inner() {
     : > "$json"
     # scenario → "brokers topics connections in_flight churn big"; connections "storm": 5,000 new connections
     # within a second, each asking 20 routes one at a time, then closing (a fleet of clients starting); big:
-    # what two brokers of 100,000 topics do meanwhile (`-`: there are none).
+    # what two brokers of 100,000 topics do meanwhile (`-`: there are none); own: each broker has topics
+    # of its own (`--own-topics`).
     declare -A spec=(
         [reference]="4 1000 4 16 off -"
         [anchor]="1 100 4 16 off -"
         [10k]="4 10000 4 16 off -"
         [churn]="4 1000 4 16 bump -"
         [100k]="4 100000 4 16 off -"
+        [thousand]="1 1000 4 16 off - shared"
+        [million]="1000 1000 4 16 off - own"
         [c1000]="4 1000 1000 1 off -"
         [c10000]="4 1000 10000 1 off -"
         [storm]="4 1000 storm 1 off -"
@@ -102,8 +111,9 @@ inner() {
     # measure SCENARIO SERVER LABEL [LOADGEN OPTIONS...]: one server, one load, one JSON line.
     measure() {
         local scenario=$1 server=$2 label=$3; shift 3
-        read -r brokers topics conns inflight churn big <<< "${spec[$scenario]}"
+        read -r brokers topics conns inflight churn big own <<< "${spec[$scenario]}"
         local shape=(--connections "$conns") duration=$DURATION
+        [ "${own:-}" = own ] && shape+=(--own-topics)
         [ "$conns" = storm ] && shape=(--connections 1 --storm 5000 --storm-requests 20)
         if [ "$big" != - ]; then
             shape+=(--big-brokers 2 --big-topics 100000 --big-period-ms 3000 --big-mode "$big")
@@ -129,6 +139,7 @@ inner() {
             # The plain echo is the bigchurn control (what the machine and the load generator add); the
             # rocketns-shaped one adds nothing there.
             [[ "$scenario" == bigchurn-* && "$server" == echo-rocketns ]] && continue
+            [[ "$scenario" == million && "$server" == echo* ]] && continue
             measure "$scenario" "$server" "$server"
             if [ "$server" = rocketns ] && [ "$scenario" = reference ]; then
                 for header in $HEADERS; do

@@ -7,7 +7,9 @@
 #   c1000:  rocketns, 1,000 connections x 1 in flight (many clients polling);
 #   churn:  rocketns under the lookup load while every broker re-registers with a new DataVersion every 100 ms;
 #   bigchurn: rocketns, 64 connections x 1 lookup in flight while two brokers of 100,000 topics take turns
-#           leaving and joining every 3 s (perf/compare.sh's bigchurn `join` case, the heaviest for the writer).
+#           leaving and joining every 3 s (perf/compare.sh's bigchurn `join` case, the heaviest for the writer);
+#   thousand, million: the lookup load over one broker's 1,000 topics, and over 1,000 brokers' 1,000 topics
+#           of their own (a million routes; perf/compare.sh's scenarios of the same names).
 # Uses perf (cpu-clock sampling, frame pointers) and inferno. Installs, when missing: Debian's linux-perf
 # (apt-get) and inferno (crates.io, `cargo install inferno` into ~/.cargo/bin, about two minutes).
 #   perf/flamegraph.sh [lookup|echo|lookup-go|c1000|churn|bigchurn ...]      DURATION=10 by default;
@@ -39,7 +41,7 @@ trap 'if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi' EX
 port=21000
 for scenario in $SCENARIOS; do
     port=$((port + 1))
-    server=rocketns churn=off load=()
+    server=rocketns churn=off load=() table=(--brokers 4 --topics 1000)
     case $scenario in
         lookup) ;;
         echo) server=echo ;;
@@ -48,6 +50,8 @@ for scenario in $SCENARIOS; do
         churn) churn=bump ;;
         bigchurn) load=(--connections 64 --in-flight 1 --big-brokers 2 --big-topics 100000 --big-period-ms 3000
                         --big-mode join) ;;
+        thousand) table=(--brokers 1 --topics 1000) ;;
+        million) table=(--brokers 1000 --topics 1000 --own-topics) ;;
         *) echo "unknown scenario $scenario" >&2; exit 2 ;;
     esac
     if [ "$server" = echo ]; then
@@ -58,10 +62,12 @@ for scenario in $SCENARIOS; do
     fi
     pid=$!
     for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
-    taskset -c "$GEN_CPUS" "$bin/rocketns-loadgen" run --addr "127.0.0.1:$port" --brokers 4 --topics 1000 \
+    taskset -c "$GEN_CPUS" "$bin/rocketns-loadgen" run --addr "127.0.0.1:$port" "${table[@]}" \
         --churn "$churn" --duration "$((DURATION + 1))" --warmup 1 --label "flamegraph/$scenario" --server-pid "$pid" \
         "${load[@]}" > "$work/load.log" &
     load=$!
+    # Sampled once the table is registered and the warm-up is over.
+    until grep -q '^registered' "$work/load.log" 2> /dev/null || ! kill -0 "$load" 2> /dev/null; do sleep 0.1; done
     sleep 1.5
     perf record -e cpu-clock -F 997 -g -p "$pid" -o "$work/perf.data" -- sleep "$DURATION" 2> /dev/null
     wait "$load" || true

@@ -66,6 +66,13 @@ if headers:
         n = by.get(("reference", h), {})
         name = "java" if h == "rocketns" else h[len("rocketns-"):]
         print(f"| {name} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('server_cpu_us_per_req'), e.get('server_cpu_us_per_req'))} | {ratio(n.get('p99_us'), e.get('p99_us'))} |")
+small, big = by.get(("thousand", "rocketns"), {}), by.get(("million", "rocketns"), {})
+if small.get("server_cpu_us_per_req") and big.get("server_cpu_us_per_req"):
+    print(f"\nA million routes (1,000 brokers x 1,000 topics of their own) against one broker's 1,000: CPU per lookup "
+          f"{big['server_cpu_us_per_req']:.2f} / {small['server_cpu_us_per_req']:.2f} µs = "
+          f"{big['server_cpu_us_per_req'] / small['server_cpu_us_per_req']:.2f} ×, throughput "
+          f"{big['rps'] / small['rps']:.2f} ×, p99 {big['p99_us'] / small['p99_us']:.2f} ×; the million registered in "
+          f"{big.get('populate_s', 0):.1f} s, peak RSS {big['peak_rss_kb'] / 1024:.0f} MB.")
 quiet, churn = by.get(("reference", "rocketns"), {}), by.get(("churn", "rocketns"), {})
 if quiet.get("rps") and churn.get("rps"):
     print(f"\nUnder churn (every broker re-registering its 1000 topics with a new DataVersion every 100 ms, 300 times "

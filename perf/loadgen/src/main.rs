@@ -75,6 +75,10 @@ struct RunArgs {
     brokers: usize,
     #[arg(long, default_value_t = 1000)]
     topics: usize,
+    /// Each broker registers `--topics` topics of its own (`b{broker}-topic-{i}`) and lookups ask for all of
+    /// them: 1,000 x 1,000 is a million routes of one broker each. Without it every broker has the same.
+    #[arg(long)]
+    own_topics: bool,
     /// Register a slave (broker id 1) beside each master.
     #[arg(long)]
     slaves: bool,
@@ -261,6 +265,7 @@ struct BrokerConn {
     name: String,
     id: i64,
     addr: String,
+    topics: Arc<Vec<String>>,
     stream: TcpStream,
 }
 
@@ -281,11 +286,11 @@ impl Shape {
 
 /// Registers every broker (and slave) over its own connection, all at once as after a NameServer restart,
 /// and keeps the connections open: a NameServer drops the brokers of a closed connection.
-async fn populate(args: &RunArgs, topics: &Arc<Vec<String>>) -> Result<Vec<BrokerConn>, String> {
+async fn populate(args: &RunArgs, topics: &[Arc<Vec<String>>]) -> Result<Vec<BrokerConn>, String> {
     let mut registrations = tokio::task::JoinSet::new();
     for b in 0..args.brokers {
         for id in 0..if args.slaves { 2 } else { 1 } {
-            let (server, topics, shape) = (args.addr.clone(), topics.clone(), args.shape());
+            let (server, topics, shape) = (args.addr.clone(), topics[b % topics.len()].clone(), args.shape());
             registrations.spawn(async move {
                 let name = format!("broker-{b}");
                 let addr = format!("10.0.{b}.{}:10911", id + 1);
@@ -297,7 +302,7 @@ async fn populate(args: &RunArgs, topics: &Arc<Vec<String>>) -> Result<Vec<Broke
                         return Err(format!("register {name}/{id}: code {} {:?}", reply.code, reply.remark));
                     }
                 }
-                Ok(BrokerConn { name, id, addr, stream })
+                Ok(BrokerConn { name, id, addr, topics, stream })
             });
         }
     }
@@ -313,7 +318,6 @@ async fn populate(args: &RunArgs, topics: &Arc<Vec<String>>) -> Result<Vec<Broke
 /// Returns the connection, which must stay open until the lookups are done.
 async fn churn(
     mut conn: BrokerConn,
-    topics: Arc<Vec<String>>,
     shape: Shape,
     bump: bool,
     interval: Duration,
@@ -325,7 +329,7 @@ async fn churn(
     let versions: &[i64] = if bump { &[2, 3] } else { &[1] };
     let frames: Vec<Vec<bytes::BytesMut>> = versions
         .iter()
-        .map(|v| shape.requests(&conn.name, conn.id, &conn.addr, &topics, *v).iter().map(encode).collect())
+        .map(|v| shape.requests(&conn.name, conn.id, &conn.addr, &conn.topics, *v).iter().map(encode).collect())
         .collect();
     let mut next = Instant::now();
     let mut round = 0;
@@ -393,9 +397,16 @@ async fn join_all(tasks: Vec<tokio::task::JoinHandle<driver::ConnStats>>) -> Vec
 }
 
 async fn run(args: RunArgs) -> i32 {
-    let topics: Arc<Vec<String>> = Arc::new((0..args.topics).map(|i| format!("topic-{i}")).collect());
+    // One table every broker has, or one of its own for each.
+    let tables: Vec<Arc<Vec<String>>> = if args.own_topics {
+        (0..args.brokers).map(|b| Arc::new((0..args.topics).map(|i| format!("b{b}-topic-{i}")).collect())).collect()
+    } else {
+        vec![Arc::new((0..args.topics).map(|i| format!("topic-{i}")).collect())]
+    };
+    let topics: Vec<String> = tables.iter().flat_map(|t| t.iter().cloned()).collect();
+    let routes = topics.len();
     let started = std::time::Instant::now();
-    let conns = match populate(&args, &topics).await {
+    let conns = match populate(&args, &tables).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("populate failed: {e}");
@@ -403,7 +414,7 @@ async fn run(args: RunArgs) -> i32 {
         }
     };
     let populate_s = started.elapsed().as_secs_f64();
-    println!("registered {} brokers x {} topics in {populate_s:.2}s", conns.len(), topics.len());
+    println!("registered {} brokers x {} topics in {populate_s:.2}s ({} routes)", conns.len(), args.topics, routes);
     if args.duration <= 0.0 {
         println!(r#"{{"label":"{}","populate_s":{populate_s:.3}}}"#, args.label);
         return 0;
@@ -415,7 +426,7 @@ async fn run(args: RunArgs) -> i32 {
             return 2;
         }
     };
-    let picker = Arc::new(driver::TopicPicker::new(topics.to_vec(), args.zipf, args.miss_ratio));
+    let picker = Arc::new(driver::TopicPicker::new(topics, args.zipf, args.miss_ratio));
     let registrations = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + Duration::from_secs_f64(args.warmup + args.duration);
     let mut kept = Vec::new();
@@ -426,15 +437,7 @@ async fn run(args: RunArgs) -> i32 {
             kept.push(conn);
         } else {
             let bump = args.churn == Churn::Bump;
-            churning.push(tokio::spawn(churn(
-                conn,
-                topics.clone(),
-                args.shape(),
-                bump,
-                interval,
-                end,
-                registrations.clone(),
-            )));
+            churning.push(tokio::spawn(churn(conn, args.shape(), bump, interval, end, registrations.clone())));
         }
     }
     if args.warmup > 0.0 && args.storm == 0 {
@@ -502,7 +505,7 @@ async fn run(args: RunArgs) -> i32 {
         if args.churn == Churn::Off { String::new() } else { format!(", {regs} full re-registrations") }
     );
     println!(
-        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"max_us":{max_us:.1},"registrations":{regs},"populate_s":{populate_s:.3},"header":"{}","opaque_start":{},"storm":{}{big_json}{}}}"#,
+        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"max_us":{max_us:.1},"registrations":{regs},"populate_s":{populate_s:.3},"routes":{},"header":"{}","opaque_start":{},"storm":{}{big_json}{}}}"#,
         args.label,
         args.connections,
         args.in_flight,
@@ -511,6 +514,7 @@ async fn run(args: RunArgs) -> i32 {
         us(0.5),
         us(0.99),
         us(0.999),
+        routes,
         args.header.name(),
         args.opaque_start,
         args.storm,
