@@ -110,7 +110,7 @@ impl RoutesToSave {
 
 /// Writes the file's content to `out` as it is encoded. Nothing of the table is copied first: a save holds
 /// the write buffer, a sorted list of references to the topics (16 bytes each) and the place of each
-/// distinct queue list (about 40 bytes a list), not a second table and a file's worth of JSON (25 MiB at
+/// distinct queue list (up to 48 bytes a list), not a second table and a file's worth of JSON (25 MiB at
 /// 100,000 topics when it did). It runs after every change, whatever clients do, so its peak adds to every
 /// other (tests/route_file_memory.rs).
 pub fn write(routes: &RoutesToSave, out: impl std::io::Write) -> std::io::Result<()> {

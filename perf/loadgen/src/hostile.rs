@@ -354,8 +354,9 @@ async fn metrics_text(port: u16) -> Option<String> {
 /// What each connection may hold of its own, by SECURITY.md: its read buffer, reply buffer, the decode
 /// its connection lends, its task.
 const PER_CONNECTION: u64 = 96 * 1024;
-/// What the two whole-table encodes at once and a save of the route file hold, per topic of the table.
-const TABLE_PER_TOPIC: u64 = 2 * 48 + 16;
+/// What the two whole-table encodes at once and a save of the route file hold, per topic of the table (the
+/// save's 48 bytes a distinct queue list counted as if each topic had its own).
+const TABLE_PER_TOPIC: u64 = 2 * 48 + 16 + 48;
 /// The audit queue's bytes, and the route file's write buffer.
 const AUDIT_QUEUE_AND_SAVE: u64 = (4 << 20) + (64 << 10);
 
