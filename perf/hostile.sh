@@ -13,16 +13,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SERVERS=${SERVERS:-rocketns java}
 PER_KIND=${PER_KIND:-150} QUIET=${QUIET:-10} DURATION=${DURATION:-60} REAL_TOPICS=${REAL_TOPICS:-100000}
 REREGISTER_MS=${REREGISTER_MS:-30000} CHURN_RATE=${CHURN_RATE:-1000} LOOKUP_RATE=${LOOKUP_RATE:-20000} KINDS=${KINDS:-}
-ROCKETNS=${ROCKETNS:-target/release/rocketns}
-OUT=perf/out
-[ "${UPDATE:-}" = 1 ] && OUT=perf/results
-mkdir -p "$OUT"
-cargo build --release --quiet --bin rocketns --bin rocketns-loadgen
-# shellcheck source=perf/java-runserver.sh
-. perf/java-runserver.sh
+# shellcheck source=perf/prelude.sh
+. perf/prelude.sh
 work=$(mktemp -d -t rocketns-hostile.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-ulimit -n 65536 2> /dev/null || ulimit -n "$(ulimit -Hn)"
 json="$OUT/hostile.jsonl" table="$OUT/hostile.md"
 : > "$json"
 port=21000

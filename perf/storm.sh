@@ -13,17 +13,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SERVERS=${SERVERS:-rocketns java} SCENARIOS=${SCENARIOS:-storm1000 storm100k}
 QUIET=${QUIET:-3} AFTER=${AFTER:-5}
-ROCKETNS=${ROCKETNS:-target/release/rocketns}
-OUT=perf/out
-[ "${UPDATE:-}" = 1 ] && OUT=perf/results
-mkdir -p "$OUT"
-cargo build --release --quiet --bin rocketns --bin rocketns-loadgen
-# shellcheck source=perf/java-runserver.sh
-. perf/java-runserver.sh
+# shellcheck source=perf/prelude.sh
+. perf/prelude.sh
 work=$(mktemp -d -t rocketns-storm.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2> /dev/null; rm -rf "$work"' EXIT
-ulimit -n 65536 2> /dev/null || ulimit -n "$(ulimit -Hn)"
 json="$OUT/storm.jsonl" table="$OUT/storm.md"
 : > "$json"
 port=22000
