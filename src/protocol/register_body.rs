@@ -319,44 +319,48 @@ fn compressed_need(body: &[u8], version: i32, most: usize) -> Result<usize, Body
     if count < 0 {
         return Err(BodyError::Compressed(format!("negative topic count {count}")));
     }
+    // What is counted so far; it only grows, so once over `most` the whole body's need is too.
+    let (mut topics, mut names, mut lists, mut mappings) = (0usize, 0usize, 0usize, 0usize);
+    let need = |inflated: &Inflated, topics, names, lists, mappings| {
+        INFLATER_COST
+            + meter::alloc_cost(inflated.item.capacity())
+            + vec_peak(topics, size_of::<TopicConfig>())
+            + names
+            + lists
+            + vec_peak(mappings, size_of::<(String, TopicQueueMappingInfo)>())
+    };
     // Every topic config read is kept, so the count alone may tell: a body that holds as many needs more,
     // and one cut short of them is invalid anyway.
-    let announced = INFLATER_COST + vec_peak(count as usize, size_of::<TopicConfig>());
+    let announced = need(&inflated, count as usize, 0, 0, 0);
     if announced > most {
         return Ok(announced);
     }
-    let (mut topics, mut names) = (0usize, 0usize);
     for _ in 0..count {
         let text = inflated.chunk("topic config")?;
         names += meter::alloc_cost(text.iter().position(|b| *b == b' ').unwrap_or(text.len()));
         topics += 1;
-        let so_far = INFLATER_COST + meter::alloc_cost(inflated.item.capacity()) + names + vec_peak(topics, size_of::<TopicConfig>());
+        let so_far = need(&inflated, topics, names, 0, 0);
         if so_far > most {
             return Ok(so_far);
         }
     }
     // A list of strings, or one mapping's text, builds at most 16 times its size (an empty string is a
     // 24-byte slot for 3 bytes, in a vector that may be twice as long as needed).
-    let mut lists = 16 * inflated.chunk("filter server list")?.len() + 64;
-    let mut mappings = 0usize;
+    lists += 16 * inflated.chunk("filter server list")?.len() + 64;
     if version >= super::codes::version::V5_0_0 && !inflated.at_end()? {
         let count = inflated.int("mapping count")?;
         for _ in 0..count.max(0) {
             lists += 16 * inflated.chunk("mapping")?.len() + 64;
             mappings += 1;
-            if lists > most {
-                return Ok(lists);
+            let so_far = need(&inflated, topics, names, lists, mappings);
+            if so_far > most {
+                return Ok(so_far);
             }
         }
     }
-    let item = meter::alloc_cost(inflated.item.capacity());
+    let total = need(&inflated, topics, names, lists, mappings);
     inflated.finish()?;
-    Ok(INFLATER_COST
-        + item
-        + vec_peak(topics, size_of::<TopicConfig>())
-        + names
-        + lists
-        + vec_peak(mappings, size_of::<(String, TopicQueueMappingInfo)>()))
+    Ok(total)
 }
 
 fn decode_compressed(body: &[u8], version: i32) -> Result<RegisterBrokerBody, BodyError> {
