@@ -107,9 +107,13 @@ impl ReceivedBody {
     /// similar names inflates 30-fold, a bomb a thousandfold). Counting stops as soon as the need passes
     /// `most`, and the answer is then only some figure over it: what refusing a body costs is an inflate
     /// of at most what `most` would build, not of the whole body (a bomb that announces more topic configs
-    /// than `most` holds is refused after its first bytes).
+    /// than `most` holds is refused after its first bytes). The count's own buffers (the inflater, the item
+    /// being read) are held to `most` by the meter: an item announced larger is never allocated.
     pub fn compressed_need(&self, most: usize) -> Result<usize, BodyError> {
-        compressed_need(&self.bytes, self.version, most)
+        match meter::metered(most, || compressed_need(&self.bytes, self.version, most)) {
+            Ok((need, _)) => need,
+            Err(_) => Ok(most.saturating_add(1)),
+        }
     }
 }
 
@@ -562,8 +566,10 @@ mod tests {
 
     /// Refusing a body costs what counting up to the limit costs, not an inflate of the whole body: one
     /// that announces more topic configs than the limit holds is refused on its count, and one whose
-    /// configs pass the limit as they are read is refused there; neither is read to its end (both are cut
-    /// short here, which a read to the end would find and call invalid).
+    /// configs pass the limit as they are read is refused there; one whose first item is announced longer
+    /// than the limit is refused before a buffer for it is allocated (it held 60 MB, outside the requests
+    /// pool, before the count was metered). None is read to its end (all are cut short here, which a read
+    /// to the end would find and call invalid).
     #[test]
     fn a_need_over_the_most_is_told_without_reading_on() {
         use std::io::Write as _;
@@ -584,7 +590,11 @@ mod tests {
         };
         let announced = cut_short(2_500_000, 0, "t");
         let long_names = cut_short(100_000, 99_999, &"n".repeat(1000));
-        for (what, body) in [("announced", announced), ("long names", long_names)] {
+        // A dataVersion announced 60 MB long and never sent: counted, its buffer would have been allocated.
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&60_000_000i32.to_be_bytes()).unwrap();
+        let long_item = ReceivedBody { bytes: z.finish().unwrap().into(), compressed: true, version: 479, crc32: 0 };
+        for (what, body) in [("announced", announced), ("long names", long_names), ("long item", long_item)] {
             let need = body.compressed_need(most).expect("a need over the most");
             assert!(need > most, "{what}: {need}");
             assert!(body.compressed_need(usize::MAX).is_err(), "{what}: read to its end, it is cut short");
