@@ -4,6 +4,7 @@
 #
 #   perf/ab.sh OLD_BINARY NEW_BINARY          # 3 rounds of the reference scenario, 5 s each
 #   ROUNDS=5 DURATION=10 perf/ab.sh old new
+#   WARMUP=3 perf/ab.sh old new               # seconds of load before the measured ones (default 1)
 #   TOPICS=100000 perf/ab.sh old new          # 4 brokers x 100k topics, each registered in one frame
 #   CONNECTIONS=1000 IN_FLIGHT=1 perf/ab.sh old new   # many clients polling (default 4 x 16)
 #   OLD_PROPERTIES='frameMaxLength=16777216' perf/ab.sh old new   # extra lines for one binary's -c file
@@ -14,7 +15,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 old=$1 new=$2
-ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5} TOPICS=${TOPICS:-1000} CONNECTIONS=${CONNECTIONS:-4} IN_FLIGHT=${IN_FLIGHT:-16}
+ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5} WARMUP=${WARMUP:-1} TOPICS=${TOPICS:-1000} CONNECTIONS=${CONNECTIONS:-4} IN_FLIGHT=${IN_FLIGHT:-16}
 OLD_PROPERTIES=${OLD_PROPERTIES:-} NEW_PROPERTIES=${NEW_PROPERTIES:-} LOADGEN_ARGS=${LOADGEN_ARGS:-}
 GEN_CPUS=${GEN_CPUS:-0} SERVER_CPUS=${SERVER_CPUS:-1}
 loadgen="$ROOT/target/release/rocketns-loadgen"
@@ -33,7 +34,7 @@ for round in $(seq "$ROUNDS"); do
         pid=$!
         for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
         line=$(taskset -c "$GEN_CPUS" "$loadgen" run --addr "127.0.0.1:$port" --brokers 4 --topics "$TOPICS" \
-            --connections "$CONNECTIONS" --in-flight "$IN_FLIGHT" --churn off --duration "$DURATION" --warmup 1 --label "round$round/$which" --server-pid "$pid" $LOADGEN_ARGS \
+            --connections "$CONNECTIONS" --in-flight "$IN_FLIGHT" --churn off --duration "$DURATION" --warmup "$WARMUP" --label "round$round/$which" --server-pid "$pid" $LOADGEN_ARGS \
             | tail -n 1) || true
         peak=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status") rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
         echo "${line%\}},\"peak_rss_kb\":$peak,\"rss_kb\":$rss}"

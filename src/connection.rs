@@ -186,10 +186,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::intake::Rehome + '
         };
         let mut served = self.serve(&mut progress).await;
         if let Ok(Served::Settled) = served
-            && let Some(lookups) = self.state.lookups.clone()
+            && let Some(cores) = self.state.lookups.clone()
         {
             // Only lookups were sent (anything else moves it to the lane): no broker registered over it.
+            let (lookups, seat) = cores.seat();
             let settled = crate::intake::elsewhere(&lookups.clone(), async move {
+                let _seat = seat;
                 self.on_intake = false;
                 let stream = self.stream;
                 self.stream = match stream.rehome(&lookups) {

@@ -69,7 +69,20 @@ async fn metrics(State(p): State<ServerState>) -> Response {
             i64::try_from(config.server_max_connections).unwrap_or(i64::MAX),
         ),
     ];
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], p.metrics.render(&counters, &gauges)).into_response()
+    let mut text = p.metrics.render(&counters, &gauges);
+    if let Some(cores) = &p.lookups {
+        let live = cores.connections();
+        let names: Vec<String> = (0..live.len()).map(|core| core.to_string()).collect();
+        let values: Vec<(&str, i64)> = names.iter().map(String::as_str).zip(live.iter().map(|&n| n as i64)).collect();
+        crate::metrics::write_labelled_gauge(
+            &mut text,
+            "rocketns_lookup_core_connections",
+            "Settled connections served by each lookup thread (src/cores.rs).",
+            "core",
+            &values,
+        );
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn readyz(State(p): State<ServerState>) -> Response {

@@ -1,8 +1,9 @@
 //! rocketns: a drop-in Apache RocketMQ NameServer.
 //!
 //! To embed it: load or build a [`NamesrvConfig`] (the Java NameServer's keys), [`NameServer::bind`] it,
-//! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]) and a runtime for settled connections'
-//! lookups ([`NameServer::with_lookup_runtime`]), and [`NameServer::run`] it until a shutdown future
+//! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]) and runtimes for settled connections'
+//! lookups ([`NameServer::with_lookup_cores`] over [`cores::LookupThreads`], one a core, or
+//! [`NameServer::with_lookup_runtime`] over one of the embedder's), and [`NameServer::run`] it until a shutdown future
 //! completes (where it runs, new connections are accepted and served until they settle); [`server::ServeError`] says why it stopped on its own. That is the whole
 //! public API. Everything else is internal (public only with the `testing` feature, for this crate's tests,
 //! benches, fuzz targets and load generator), laid out as the Java NameServer is split:
@@ -13,7 +14,7 @@
 //!   `error`: failures mapped to response codes in one place; `acl`: request signatures; `audit`: the
 //!   audit log of writes;
 //! - `connection`, `server`: I/O, accept loop, supervision; `intake`: where new connections are served
-//!   until they settle; `tls`: optional TLS; `housekeeping`: expiry
+//!   until they settle; `cores`: the threads that answer them then; `tls`: optional TLS; `housekeeping`: expiry
 //!   scan and route saver; `frame_budget`: memory for large frames; `offload`: work moved to the blocking
 //!   pool; `upgrade`: the sockets handed to a new process;
 //! - `outbound`: connections the server opens itself (905 notices to brokers, cluster-test lookups);
@@ -26,7 +27,7 @@
 #![deny(unsafe_code)]
 
 /// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
-/// [`NamesrvConfig`] and the [`config`], [`lane`] and [`server`] modules), public with the `testing`
+/// [`NamesrvConfig`] and the [`config`], [`cores`], [`lane`] and [`server`] modules), public with the `testing`
 /// feature, for the crate's own tests, benches, fuzz targets and load generator.
 macro_rules! internal_modules {
     ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
@@ -42,6 +43,7 @@ macro_rules! internal_modules {
 }
 
 pub mod config;
+pub mod cores;
 pub mod lane;
 pub mod server;
 

@@ -71,29 +71,18 @@ fn main() -> ExitCode {
         print!("{}", config.effective().to_properties_text());
         return ExitCode::SUCCESS;
     }
-    // Fair service when many connections are ready at once (many clients polling): a worker that has more
-    // ready connections than its local queue holds (256) moves the oldest half of it to the shared queue.
-    // tokio by default looks at the shared queue once every 61 polls while I/O keeps refilling the local
-    // queue, so those connections waited 60 times the median (issue 13). Looking at it first at every poll
-    // starves the local queue instead while the shared one is never empty, and its oldest half moves to the
-    // shared queue's back again: at 1,000 connections x 1 in flight groups of 128 lookups waited 0.4-2.8 s
-    // (issue 20). Every second poll serves both, so no connection waits more than about two rounds of the
-    // others; I/O is polled every 8 (perf/README.md, "Many connections").
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .global_queue_interval(2)
-        .event_interval(8)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    // Settled connections' lookups: a single-threaded runtime a core, each connection on one of them for
+    // the rest of its life (src/cores.rs says why not one multi-threaded runtime).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let lookup_threads = match rocketns::cores::LookupThreads::start(cores) {
+        Ok(threads) => threads,
         Err(e) => {
-            eprintln!("rocketns: cannot start the runtime: {e}");
+            eprintln!("rocketns: cannot start the lookup threads: {e}");
             return ExitCode::FAILURE;
         }
     };
     // Everything but route lookups, at a lower priority (src/lane.rs); as many threads as cores, so that it
     // has them all when lookups leave them.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let lane_runtime = match rocketns::lane::WorkLane::new(cores) {
         Ok(lane) => lane,
         Err(e) => {
@@ -110,7 +99,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let lookups = runtime.handle().clone();
+    let lookups = lookup_threads.cores();
     let lane = &lane_runtime;
     let serve = async move {
         let signals = match ShutdownSignals::install() {
@@ -128,7 +117,7 @@ fn main() -> ExitCode {
             NameServer::bind_with(config, cli.config_file.clone(), properties).await
         };
         let server = match started {
-            Ok(s) => s.with_work_lane(lane).with_lookup_runtime(lookups),
+            Ok(s) => s.with_work_lane(lane).with_lookup_cores(lookups),
             Err(e) => {
                 eprintln!("rocketns: {e}");
                 return ExitCode::FAILURE;
@@ -152,7 +141,8 @@ fn main() -> ExitCode {
     };
     let code = intake.block_on(serve);
     drop(intake);
-    // Its threads wait for nothing now; it is dropped outside of any runtime, as it must be.
+    // Their threads wait for nothing now; they are stopped outside of any runtime, as they must be.
+    drop(lookup_threads);
     drop(lane_runtime);
     code
 }

@@ -377,6 +377,11 @@ fn write_labelled_counter(out: &mut String, name: &str, help: &str, label: &str,
     write_labelled(out, (name, "counter"), help, label, &values);
 }
 
+/// A gauge family with one label, for what the server state knows and the counters do not (`http.rs`).
+pub fn write_labelled_gauge(out: &mut String, name: &str, help: &str, label: &str, values: &[(&str, i64)]) {
+    write_labelled(out, (name, "gauge"), help, label, values);
+}
+
 /// A family of one type with one label: its HELP and TYPE lines, then a line per value of the label.
 fn write_labelled(out: &mut String, (name, kind): (&str, &str), help: &str, label: &str, values: &[(&str, i64)]) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");

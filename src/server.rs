@@ -167,8 +167,15 @@ impl NameServer {
     /// connections are accepted and served where `run` runs until they settle (src/intake.rs), so that
     /// connection churn is not served beside established lookups (the binary always does; without it,
     /// everything but the work lane's is served on the runtime `run` runs on).
-    pub fn with_lookup_runtime(mut self, lookups: tokio::runtime::Handle) -> Self {
-        self.state.lookups = Some(lookups);
+    pub fn with_lookup_runtime(self, lookups: tokio::runtime::Handle) -> Self {
+        self.with_lookup_cores(Arc::new(crate::cores::LookupCores::over(vec![lookups])))
+    }
+
+    /// Like [`Self::with_lookup_runtime`], with settled connections spread over several runtimes, each
+    /// connection served on one of them for the rest of its life (the binary: a single-threaded runtime a
+    /// core, [`crate::cores::LookupThreads`]).
+    pub fn with_lookup_cores(mut self, cores: Arc<crate::cores::LookupCores>) -> Self {
+        self.state.lookups = Some(cores);
         self
     }
 

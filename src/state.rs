@@ -42,8 +42,9 @@ pub struct ServerState {
     /// Where connections that send anything but lookups are served (`lane.rs`); `None` serves them all on
     /// the runtime the server runs on.
     pub lane: Option<tokio::runtime::Handle>,
-    /// The runtime that answers settled connections (`intake.rs`); `None`: the one they were accepted on.
-    pub lookups: Option<tokio::runtime::Handle>,
+    /// The runtimes that answer settled connections (`intake.rs`, `cores.rs`); `None`: the one they were
+    /// accepted on.
+    pub lookups: Option<Arc<crate::cores::LookupCores>>,
     /// The pace of large replies (`largeReplyBytesPerSecond`).
     pub reply_pacer: Arc<crate::throttle::BytePacer>,
 }
