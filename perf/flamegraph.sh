@@ -81,14 +81,15 @@ for scenario in $SCENARIOS; do
     awk '{n = $NF; $NF = ""; k = split($0, f, ";"); leaf[f[k]] += n; total += n}
          END {for (l in leaf) printf "%5.1f%%  %s\n", 100 * leaf[l] / total, l}' "$work/folded" \
         | sort -rn | awk "NR <= 15" | tee "$OUT/$scenario.top.txt"
-    # Where the samples were taken: tokio's worker threads (which answer lookups) or the others (the blocking
-    # pool: the route writer's batches, registration bodies, large-frame buffers, file writes). A thread is a
-    # worker when any of its stacks passes through the loop of a tokio worker (libc's frames break many stacks).
+    # Where the samples were taken, by thread name: the lookup threads (src/cores.rs: settled connections),
+    # the intake (the main thread: new connections), the work lane, and the others (blocking pools: the route
+    # writer's batches, registration bodies, large-frame buffers, file writes).
     [ "$server" = echo ] && continue
     perf script -i "$work/perf.data" 2> /dev/null | inferno-collapse-perf --tid > "$work/tid.folded"
-    awk '{n = $NF; split($0, f, ";"); tid[NR] = f[1]; w[NR] = n; t += n; if ($0 ~ /multi_thread::worker::Context::/) worker[f[1]] = 1
-              if ($0 ~ /RouteBuilder|RouteWriter|register_body|miniz|inflate/) route[NR] = 1}
-         END {for (i = 1; i <= NR; i++) if (tid[i] in worker) {s += w[i]; if (i in route) r += w[i]}
-              printf "threads: runtime workers %.1f%% (route writing and body decoding %.1f%%), other threads (blocking pool) %.1f%%\n",
-              100 * s / t, 100 * r / t, 100 * (t - s) / t}' "$work/tid.folded" | tee -a "$OUT/$scenario.top.txt"
+    awk '{n = $NF; split($0, f, ";"); t += n
+          if (f[1] ~ /^rocketns-lookup/) l += n; else if (f[1] ~ /^rocketns-lane/) w += n
+          else if (f[1] ~ /^rocketns-[0-9]/) i += n}
+         END {printf "threads: lookups %.1f%%, intake %.1f%%, work lane %.1f%%, others %.1f%%\n",
+              100 * l / t, 100 * i / t, 100 * w / t, 100 * (t - l - i - w) / t}' "$work/tid.folded" \
+        | tee -a "$OUT/$scenario.top.txt"
 done
