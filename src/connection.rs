@@ -365,7 +365,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 p.first = Some((cmd, room));
                 return Ok(Served::Moving);
             }
-            self.answer(&mut cmd, room, &mut p.out, &mut p.tally).await;
+            if !self.answer_now(&cmd, &mut p.out, &mut p.tally) {
+                self.answer(&mut cmd, room, &mut p.out, &mut p.tally).await;
+            }
             unflushed += 1;
             let out = &mut p.out;
             if out.pending_bytes() >= self.high_water || out.holds_large() || unflushed >= MAX_UNFLUSHED {
@@ -376,12 +378,36 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
     }
 
+    /// Answers a route lookup into `out` without an await, where it can (`processor::dispatch_lookup`):
+    /// `answer`'s future holds every handler's state, kilobytes copied for every request it is created for
+    /// (`memmove`, flamegraphs/lookup.svg). Whether it did; if not, `answer` answers.
+    fn answer_now(&mut self, cmd: &RemotingCommand, out: &mut OutQueue, tally: &mut RequestTally) -> bool {
+        let started = self.started(cmd, tally);
+        match crate::processor::dispatch_lookup(&self.state, cmd, self.caller(), out) {
+            Some(code) => {
+                self.answered_with(cmd, code, started, tally);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Answers one request into `out`.
     async fn answer(&mut self, cmd: &mut RemotingCommand, room: RequestRoom, out: &mut OutQueue, tally: &mut RequestTally) {
+        let started = self.started(cmd, tally);
+        let code = crate::processor::dispatch(&self.state, cmd, self.caller(), out, room).await;
+        self.answered_with(cmd, code, started, tally);
+    }
+
+    /// When a lookup started, for the one in 16 whose latency is sampled.
+    fn started(&self, cmd: &RemotingCommand, tally: &RequestTally) -> Option<std::time::Instant> {
         tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
         let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
-        let started = sampled.then(std::time::Instant::now);
-        let code = crate::processor::dispatch(&self.state, cmd, self.caller(), out, room).await;
+        sampled.then(std::time::Instant::now)
+    }
+
+    /// Counts a request answered with `code`.
+    fn answered_with(&mut self, cmd: &RemotingCommand, code: i32, started: Option<std::time::Instant>, tally: &mut RequestTally) {
         if let Some(started) = started {
             self.state.metrics.record_lookup_latency(started.elapsed());
         }

@@ -53,3 +53,34 @@ fn four_brokers_register_whole_tables_of_100k_topics_at_first_try() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// A route over the 16 KiB that replies are copied up to (a topic on 120 brokers, about 24 KB) is answered
+/// whole, over a settled connection (the lookup threads' path, `processor::dispatch_lookup`, hands it to
+/// the general one for room of its own): every broker in it, and the next small lookup after it. Made to
+/// fail by answering such a lookup as done without queueing it (no reply came).
+#[test]
+fn a_route_over_the_copy_limit_is_answered_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr) = spawn_binary(&common::properties_file(dir.path(), 0, ""));
+    let mut broker = TcpStream::connect(&addr).unwrap();
+    for b in 0..120 {
+        let (name, broker_addr) = (format!("broker-{b}"), format!("10.0.{b}.1:10911"));
+        let topics: &[(&str, i32, i32)] =
+            if b == 0 { &[("Small", 4, 6), ("Wide", 4, 6)] } else { &[("Wide", 4, 6), ("Other", 4, 6)] };
+        let request = register_request(&Broker::new("c", &name, 0, &broker_addr), dv(1), topics);
+        let reply = blocking_request(&mut broker, &request).expect("registered");
+        assert_eq!(reply.code, 0, "{:?}", reply.remark);
+    }
+    let mut client = TcpStream::connect(&addr).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // Past the intake's 16 requests: the connection has settled by the last rounds.
+    for round in 0..20 {
+        let wide = blocking_request(&mut client, &route_request("Wide", 479)).expect("the wide route answered");
+        assert!(wide.body.len() > 16 * 1024, "round {round}: {} bytes", wide.body.len());
+        assert_eq!(broker_count(&wide), 120, "round {round}");
+        let small = blocking_request(&mut client, &route_request("Small", 479)).expect("the small route answered");
+        assert_eq!(broker_count(&small), 1, "round {round}");
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
