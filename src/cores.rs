@@ -64,30 +64,19 @@ pub struct LookupThreads {
 }
 
 impl LookupThreads {
+    /// Returns once every thread runs its runtime (named, and ready for connections).
     pub fn start(cores: usize) -> std::io::Result<LookupThreads> {
         let (stop, stopped) = watch::channel(false);
-        let mut threads = Vec::new();
-        let mut handles = Vec::new();
+        let (mut threads, mut handles) = (Vec::new(), Vec::new());
         for core in 0..cores.max(1) {
-            // Connections arrive from the intake through the runtime's shared queue, which it looks at once
-            // every 31 polls by default: a thousand settling at once waited up to 31,000 polls (0.4 s)
-            // behind those already here. Every second poll serves it instead, as the lookups' runtime
-            // did before this one.
-            let runtime =
-                tokio::runtime::Builder::new_current_thread().global_queue_interval(2).enable_all().build()?;
-            handles.push(runtime.handle().clone());
-            let mut stopped = stopped.clone();
-            let thread = std::thread::Builder::new().name(format!("rocketns-lookup-{core}")).spawn(move || {
-                runtime.block_on(async move {
-                    let _ = stopped.wait_for(|stop| *stop).await;
-                });
-                // Dropping the runtime drops the connections still on it: their tasks end as cancelled.
-            });
-            match thread {
-                Ok(thread) => threads.push(thread),
+            match start_one(core, stopped.clone()) {
+                Ok((thread, handle)) => {
+                    threads.push(thread);
+                    handles.push(handle);
+                }
                 Err(e) => {
                     let _ = stop.send(true);
-                    threads.into_iter().for_each(|t: std::thread::JoinHandle<()>| drop(t.join()));
+                    threads.into_iter().for_each(|thread| drop(thread.join()));
                     return Err(e);
                 }
             }
@@ -97,6 +86,40 @@ impl LookupThreads {
 
     pub fn cores(&self) -> Arc<LookupCores> {
         self.cores.clone()
+    }
+}
+
+/// One lookup thread and its runtime's handle, once it runs.
+fn start_one(
+    core: usize,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<(std::thread::JoinHandle<()>, Handle)> {
+    let (started, handle) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new().name(format!("rocketns-lookup-{core}")).spawn(move || {
+        // Connections arrive from the intake through the runtime's shared queue, which it looks at once
+        // every 31 polls by default: a thousand settling at once waited up to 31,000 polls (0.4 s) behind
+        // those already here. Every second poll serves it instead.
+        let runtime = match tokio::runtime::Builder::new_current_thread().global_queue_interval(2).enable_all().build()
+        {
+            Ok(runtime) => runtime,
+            Err(e) => return drop(started.send(Err(e))),
+        };
+        let _ = started.send(Ok(runtime.handle().clone()));
+        runtime.block_on(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        });
+        // Dropping the runtime drops the connections still on it: their tasks end as cancelled.
+    })?;
+    match handle.recv() {
+        Ok(Ok(handle)) => Ok((thread, handle)),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = thread.join();
+            Err(std::io::Error::other("a lookup thread ended as it started"))
+        }
     }
 }
 
