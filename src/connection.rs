@@ -25,7 +25,7 @@ use tokio_util::codec::Decoder;
 use crate::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
 use crate::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
-use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, announced_frame_len, decode_command, peek_header};
+use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, announced_frame_len, decode_command_into, peek_header};
 use crate::route::{BrokerAddrKey, ConnId};
 use crate::state::ServerState;
 
@@ -349,13 +349,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 rest.extend_from_slice(&p.read_buf);
                 p.read_buf = rest;
             }
-            let mut cmd = match decode_command(frame) {
-                Ok(cmd) => cmd,
-                Err(e) => {
-                    crate::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
-                    return Err(Closing);
-                }
-            };
+            let mut cmd = RemotingCommand::blank();
+            if let Err(e) = decode_command_into(frame, &mut cmd) {
+                crate::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
+                return Err(Closing);
+            }
             if cmd.is_response() {
                 tracing::debug!(conn = self.id, opaque = cmd.opaque, "unexpected response frame ignored");
                 continue;

@@ -5,7 +5,7 @@
 //! Why not one multi-threaded runtime: its scheduler keeps a bounded local queue a worker and spills the
 //! oldest half of it to a shared queue when many connections are ready at once; with 1,000 and 10,000
 //! polling connections that order put some lookups behind two rounds of the others (c10000 p99 / p99.9 /
-//! max 2.2 / 2.4 / 2.5 x the plain echo's, and 1.4 x its CPU per request). A single-threaded runtime runs
+//! max 2.2 / 2.4 / 2.5 x the plain echo's, and 1.5 x its CPU per request). A single-threaded runtime runs
 //! its ready connections in the order they became ready, one round at a time, as the echo's does: 1.05 /
 //! 1.20 / 1.20 x (perf/README.md, "Lookup threads, one a core").
 
@@ -23,7 +23,7 @@ pub struct LookupCores {
 
 /// A connection's place on a core: counted there until it is dropped (its lookups ended, it moved to the
 /// lane, or the runtime stopped and dropped its task).
-pub struct CoreSeat {
+pub(crate) struct CoreSeat {
     live: Arc<[AtomicUsize]>,
     core: usize,
 }
@@ -43,7 +43,7 @@ impl LookupCores {
     }
 
     /// The runtime with the fewest connections now (the first of them on a tie), and a seat on it.
-    pub fn seat(&self) -> (Handle, CoreSeat) {
+    pub(crate) fn seat(&self) -> (Handle, CoreSeat) {
         let core = (0..self.live.len()).min_by_key(|&i| self.live[i].load(Ordering::Relaxed)).unwrap_or(0);
         self.live[core].fetch_add(1, Ordering::Relaxed);
         (self.handles[core].clone(), CoreSeat { live: self.live.clone(), core })

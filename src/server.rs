@@ -161,12 +161,10 @@ impl NameServer {
         Ok(NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor: None, state, writer })
     }
 
-    /// Serves connections that send anything but route lookups on `lane`'s lower-priority threads (the
-    /// binary always does; without it, everything is served on the runtime `run` runs on).
     /// Answers settled connections' lookups on `lookups`, a runtime other than the one `run` runs on: new
     /// connections are accepted and served where `run` runs until they settle (src/intake.rs), so that
-    /// connection churn is not served beside established lookups (the binary always does; without it,
-    /// everything but the work lane's is served on the runtime `run` runs on).
+    /// connection churn is not served beside established lookups (without it or
+    /// [`Self::with_lookup_cores`], everything but the work lane's is served on the runtime `run` runs on).
     pub fn with_lookup_runtime(self, lookups: tokio::runtime::Handle) -> Self {
         self.with_lookup_cores(Arc::new(crate::cores::LookupCores::over(vec![lookups])))
     }
@@ -179,6 +177,8 @@ impl NameServer {
         self
     }
 
+    /// Serves connections that send anything but route lookups on `lane`'s lower-priority threads (the
+    /// binary always does; without it, everything is served on the runtime `run` runs on).
     pub fn with_work_lane(mut self, lane: &crate::lane::WorkLane) -> Self {
         self.state.lane = Some(lane.handle());
         self

@@ -231,6 +231,20 @@ impl RemotingCommand {
     }
 
     /// A reply from this server: Java 5.3's language and version; `opaque` is set when it is sent.
+    /// Every field zero or absent: what a header that sets none means, and where a request is decoded into.
+    pub fn blank() -> Self {
+        RemotingCommand {
+            code: 0,
+            language: None,
+            version: 0,
+            opaque: 0,
+            flag: 0,
+            remark: None,
+            ext_fields: None,
+            body: Bytes::new(),
+        }
+    }
+
     pub fn response(code: i32, remark: Option<String>) -> Self {
         RemotingCommand {
             code,

@@ -308,24 +308,25 @@ pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderError>
 }
 
 /// `decode_json_header` of a frame's header, whose bytes the command's fields then share.
-pub(super) fn decode_json_frame(header: Bytes) -> Result<RemotingCommand, HeaderError> {
-    super::json_header_plain::decode_plain(header).or_else(|header| decode_general(&header))
+#[cfg(any(test, feature = "testing"))]
+fn decode_json_frame(header: Bytes) -> Result<RemotingCommand, HeaderError> {
+    let mut cmd = RemotingCommand::blank();
+    decode_json_frame_into(header, &mut cmd).map(|()| cmd)
+}
+
+/// `decode_json_frame` into `cmd`, whatever it held.
+pub(super) fn decode_json_frame_into(header: Bytes, cmd: &mut RemotingCommand) -> Result<(), HeaderError> {
+    if let Err(header) = super::json_header_plain::decode_plain_into(header, cmd) {
+        *cmd = decode_general(&header)?;
+    }
+    Ok(())
 }
 
 /// The general reader alone, which defines what every header means: the fuzz target checks the fast
 /// reader against it.
 pub fn decode_general(header: &[u8]) -> Result<RemotingCommand, HeaderError> {
     let mut r = Reader { bytes: header, pos: 0 };
-    let mut cmd = RemotingCommand {
-        code: 0,
-        language: None,
-        version: 0,
-        opaque: 0,
-        flag: 0,
-        remark: None,
-        ext_fields: None,
-        body: Bytes::new(),
-    };
+    let mut cmd = RemotingCommand::blank();
     r.expect(b'{')?;
     if r.peek() == Some(b'}') {
         r.pos += 1;

@@ -202,24 +202,29 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// The command a plain header holds, its fields sharing the header's bytes; or the header back, to leave it
-/// to the general reader.
-pub(super) fn decode_plain(header: Bytes) -> Result<RemotingCommand, Bytes> {
-    match scan(&header) {
-        Some(mut cmd) => {
+/// Puts the command a plain header holds into `cmd` (whatever it held), its fields sharing the header's
+/// bytes; or gives the header back, to leave it to the general reader (`cmd` then holds a part of it).
+pub(super) fn decode_plain_into(header: Bytes, cmd: &mut RemotingCommand) -> Result<(), Bytes> {
+    match scan(&header, cmd) {
+        Some(()) => {
             cmd.attach_frame(header);
-            Ok(cmd)
+            Ok(())
         }
         None => Err(header),
     }
 }
 
-fn scan(header: &[u8]) -> Option<RemotingCommand> {
+/// `decode_plain_into` of a fresh command.
+#[cfg(test)]
+pub(super) fn decode_plain(header: Bytes) -> Result<RemotingCommand, Bytes> {
+    let mut cmd = RemotingCommand::blank();
+    decode_plain_into(header, &mut cmd).map(|()| cmd)
+}
+
+fn scan(header: &[u8], cmd: &mut RemotingCommand) -> Option<()> {
     let mut s = Scan { r: Reader { bytes: header, pos: 0 } };
-    let mut cmd = RemotingCommand::response(0, None);
-    cmd.language = None;
-    cmd.version = 0;
-    cmd.flag = 0;
+    (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag) = (0, None, 0, 0, 0);
+    (cmd.remark, cmd.ext_fields) = (None, None);
     if s.next()? != b'{' {
         return None;
     }
@@ -245,5 +250,5 @@ fn scan(header: &[u8]) -> Option<RemotingCommand> {
         }
     }
     s.ws();
-    (s.r.pos == header.len()).then_some(cmd)
+    (s.r.pos == header.len()).then_some(())
 }

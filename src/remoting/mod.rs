@@ -10,7 +10,7 @@ mod out_queue;
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use command::{ExtFields, LanguageCode, RemotingCommand};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))]
-pub use decode::{HeaderError, decode_command, peek_header};
+pub use decode::{HeaderError, decode_command, decode_command_into, peek_header};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use frame::{FrameDecoder, FrameError, RawFrame, SerializeType, announced_frame_len};
 pub use out_queue::OutQueue;
