@@ -363,9 +363,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 p.first = Some((cmd, room));
                 return Ok(Served::Moving);
             }
-            if !self.answer_now(&cmd, &mut p.out, &mut p.tally) {
-                self.answer(&mut cmd, room, &mut p.out, &mut p.tally).await;
-            }
+            // A route lookup is answered without creating `dispatch`'s future where it can be: the future
+            // holds every handler's state, kilobytes copied whenever it is created (`memmove`,
+            // flamegraphs/lookup.svg); `answer`'s would hold it too.
+            let started = self.started(&cmd, &p.tally);
+            let code = match crate::processor::dispatch_lookup(&self.state, &cmd, self.caller(), &mut p.out) {
+                Some(code) => code,
+                None => crate::processor::dispatch(&self.state, &mut cmd, self.caller(), &mut p.out, room).await,
+            };
+            self.answered_with(&cmd, code, started, &mut p.tally);
             unflushed += 1;
             let out = &mut p.out;
             if out.pending_bytes() >= self.high_water || out.holds_large() || unflushed >= MAX_UNFLUSHED {
@@ -373,20 +379,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 unflushed = 0;
                 tokio::task::yield_now().await;
             }
-        }
-    }
-
-    /// Answers a route lookup into `out` without an await, where it can (`processor::dispatch_lookup`):
-    /// `answer`'s future holds every handler's state, kilobytes copied for every request it is created for
-    /// (`memmove`, flamegraphs/lookup.svg). Whether it did; if not, `answer` answers.
-    fn answer_now(&mut self, cmd: &RemotingCommand, out: &mut OutQueue, tally: &mut RequestTally) -> bool {
-        let started = self.started(cmd, tally);
-        match crate::processor::dispatch_lookup(&self.state, cmd, self.caller(), out) {
-            Some(code) => {
-                self.answered_with(cmd, code, started, tally);
-                true
-            }
-            None => false,
         }
     }
 

@@ -53,11 +53,12 @@ pub async fn dispatch(
 /// `None` when this lookup needs what only `dispatch` does (a signature to check, the product environment,
 /// the shutdown's rules, room for a large route), before anything is answered.
 pub fn dispatch_lookup(state: &ServerState, req: &RemotingCommand, caller: Caller, out: &mut OutQueue) -> Option<i32> {
-    let ordinary = state.access_control.is_none()
+    let ordinary = req.code == request::GET_ROUTEINFO_BY_TOPIC
+        && state.access_control.is_none()
         && state.product_env.is_none()
         && !state.shutting_down.load(std::sync::atomic::Ordering::Acquire)
         && !state.handed_over.load(std::sync::atomic::Ordering::Acquire);
-    if !ordinary || req.code != request::GET_ROUTEINFO_BY_TOPIC {
+    if !ordinary {
         return None;
     }
     match query::answer_route_info(state, req, out) {

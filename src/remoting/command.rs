@@ -230,7 +230,6 @@ impl RemotingCommand {
         }
     }
 
-    /// A reply from this server: Java 5.3's language and version; `opaque` is set when it is sent.
     /// Every field zero or absent: what a header that sets none means, and where a request is decoded into.
     pub fn blank() -> Self {
         RemotingCommand {
@@ -245,6 +244,7 @@ impl RemotingCommand {
         }
     }
 
+    /// A reply from this server: Java 5.3's language and version; `opaque` is set when it is sent.
     pub fn response(code: i32, remark: Option<String>) -> Self {
         RemotingCommand {
             code,
