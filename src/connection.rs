@@ -25,7 +25,7 @@ use tokio_util::codec::Decoder;
 use crate::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
 use crate::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
-use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, announced_frame_len, decode_command_into, peek_header};
+use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, RepeatedHeader, announced_frame_len, peek_header};
 use crate::route::{BrokerAddrKey, ConnId};
 use crate::state::ServerState;
 
@@ -76,6 +76,8 @@ struct Progress {
     last_read: Instant,
     /// The request that moved the connection to the lane, answered there first.
     first: Option<(RemotingCommand, RequestRoom)>,
+    /// The last lookup's header, to read the next one by.
+    headers: RepeatedHeader,
 }
 
 impl Progress {
@@ -183,6 +185,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::intake::Rehome + '
             large: None,
             last_read: Instant::now(),
             first: None,
+            headers: RepeatedHeader::default(),
         };
         let mut served = self.serve(&mut progress).await;
         if let Ok(Served::Settled) = served
@@ -350,7 +353,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 p.read_buf = rest;
             }
             let mut cmd = RemotingCommand::blank();
-            if let Err(e) = decode_command_into(frame, &mut cmd) {
+            if let Err(e) = p.headers.decode_into(frame, &mut cmd) {
                 crate::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
                 return Err(Closing);
             }

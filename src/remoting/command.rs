@@ -78,6 +78,9 @@ pub struct ExtFields {
     fields: SmallVec<[Field; 4]>,
 }
 
+/// Each field's key and value ranges in a decoded header.
+pub(crate) type FieldSpans = SmallVec<[(std::ops::Range<usize>, std::ops::Range<usize>); 4]>;
+
 #[derive(Debug, Clone, Copy)]
 struct Field {
     key: Span,
@@ -147,6 +150,20 @@ impl ExtFields {
     /// Gives the map the header its `push_frame_span` fields are ranges of.
     pub(crate) fn attach_frame(&mut self, header: Bytes) {
         self.frame = header;
+    }
+
+    /// Each field's key and value ranges in the attached header, when every field is one (a map as the
+    /// plain reader fills it).
+    pub(crate) fn frame_spans(&self) -> Option<FieldSpans> {
+        let range = |s: Span| (s.at & IN_OWN == 0).then(|| s.at as usize..s.at as usize + s.len as usize);
+        self.fields.iter().map(|f| Some((range(f.key)?, range(f.value)?))).collect()
+    }
+
+    /// Empties the map (keeping its memory) for a decoder to fill again.
+    pub(crate) fn clear(&mut self) {
+        self.frame = Bytes::new();
+        self.own.clear();
+        self.fields.clear();
     }
 
     pub fn len(&self) -> usize {

@@ -6,6 +6,8 @@
 //! an unknown `language` is no language, unknown keys are ignored. Nesting is limited so that a deep
 //! document cannot exhaust the stack.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand};
@@ -316,10 +318,22 @@ fn decode_json_frame(header: Bytes) -> Result<RemotingCommand, HeaderError> {
 
 /// `decode_json_frame` into `cmd`, whatever it held.
 pub(super) fn decode_json_frame_into(header: Bytes, cmd: &mut RemotingCommand) -> Result<(), HeaderError> {
-    if let Err(header) = super::json_header_plain::decode_plain_into(header, cmd) {
-        *cmd = decode_general(&header)?;
+    decode_json_frame_marked(header, cmd).map(drop)
+}
+
+/// `decode_json_frame_into`, also saying where the opaque's number is when the plain reader read the
+/// header and found one (`super::repeated` reads the next header of the same shape by it).
+pub(super) fn decode_json_frame_marked(
+    header: Bytes,
+    cmd: &mut RemotingCommand,
+) -> Result<Option<Range<usize>>, HeaderError> {
+    match super::json_header_plain::decode_plain_marked(header, cmd) {
+        Ok(opaque) => Ok(opaque),
+        Err(header) => {
+            *cmd = decode_general(&header)?;
+            Ok(None)
+        }
     }
-    Ok(())
 }
 
 /// The general reader alone, which defines what every header means: the fuzz target checks the fast

@@ -20,7 +20,7 @@ use super::json_header::{Reader, is_scalar_token, plain_int};
 
 /// Bytes that end a plain string's fast scan: the closing quote, an escape, a control character, a byte
 /// outside ASCII.
-static STRING_STOP: [bool; 256] = {
+pub(super) static STRING_STOP: [bool; 256] = {
     let mut stop = [true; 256];
     let mut b = 0x20;
     while b < 0x80 {
@@ -203,26 +203,28 @@ impl<'a> Scan<'a> {
 }
 
 /// Puts the command a plain header holds into `cmd` (whatever it held), its fields sharing the header's
-/// bytes; or gives the header back, to leave it to the general reader (`cmd` then holds a part of it).
-pub(super) fn decode_plain_into(header: Bytes, cmd: &mut RemotingCommand) -> Result<(), Bytes> {
+/// bytes, and says where the opaque's number is in it (the last `opaque` key's; `None` without one); or
+/// gives the header back, to leave it to the general reader (`cmd` then holds a part of it).
+pub(super) fn decode_plain_marked(header: Bytes, cmd: &mut RemotingCommand) -> Result<Option<Range<usize>>, Bytes> {
     match scan(&header, cmd) {
-        Some(()) => {
+        Some(opaque) => {
             cmd.attach_frame(header);
-            Ok(())
+            Ok(opaque)
         }
         None => Err(header),
     }
 }
 
-/// `decode_plain_into` of a fresh command.
+/// `decode_plain_marked` of a fresh command.
 #[cfg(test)]
 pub(super) fn decode_plain(header: Bytes) -> Result<RemotingCommand, Bytes> {
     let mut cmd = RemotingCommand::blank();
-    decode_plain_into(header, &mut cmd).map(|()| cmd)
+    decode_plain_marked(header, &mut cmd).map(|_| cmd)
 }
 
-fn scan(header: &[u8], cmd: &mut RemotingCommand) -> Option<()> {
+fn scan(header: &[u8], cmd: &mut RemotingCommand) -> Option<Option<Range<usize>>> {
     let mut s = Scan { r: Reader { bytes: header, pos: 0 } };
+    let mut opaque = None;
     (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag) = (0, None, 0, 0, 0);
     (cmd.remark, cmd.ext_fields) = (None, None);
     if s.next()? != b'{' {
@@ -234,7 +236,12 @@ fn scan(header: &[u8], cmd: &mut RemotingCommand) -> Option<()> {
         loop {
             match s.key()? {
                 Key::Code => cmd.code = s.int()?,
-                Key::Opaque => cmd.opaque = s.int()?,
+                Key::Opaque => {
+                    s.ws();
+                    let at = s.r.pos;
+                    cmd.opaque = s.int()?;
+                    opaque = Some(at..s.r.pos);
+                }
                 Key::Flag => cmd.flag = s.int()?,
                 Key::Version => cmd.version = s.int()?,
                 Key::ExtFields => cmd.ext_fields = if s.null() { None } else { Some(s.ext_fields()?) },
@@ -250,5 +257,5 @@ fn scan(header: &[u8], cmd: &mut RemotingCommand) -> Option<()> {
         }
     }
     s.ws();
-    (s.r.pos == header.len()).then_some(())
+    (s.r.pos == header.len()).then_some(opaque)
 }

@@ -6,6 +6,7 @@ pub mod frame;
 mod json_header;
 mod json_header_plain;
 mod out_queue;
+pub mod repeated;
 
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use command::{ExtFields, LanguageCode, RemotingCommand};
@@ -14,3 +15,4 @@ pub use decode::{HeaderError, decode_command, decode_command_into, peek_header};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))]
 pub use frame::{FrameDecoder, FrameError, RawFrame, SerializeType, announced_frame_len};
 pub use out_queue::OutQueue;
+pub use repeated::RepeatedHeader;
