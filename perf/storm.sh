@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Restart storms (`rocketns-loadgen storm`, perf/README.md "Restart storms and a million topics") against
-# each server in SERVERS, each scenario on a fresh server: the server on core 1, the generator on core 0
-# (its lookups' thread SCHED_FIFO where allowed: run as root). Writes perf/out/storm.md and storm.jsonl
-# (untracked; UPDATE=1: perf/results/).
+# each server in SERVERS, each scenario on a fresh server, the server on core 1. LAYOUT says where the
+# generator runs:
+#   probe (default)  its lookups alone on core 0 (SCHED_FIFO), the brokers' sending on core 1 beside the
+#                    server at SCHED_IDLE. Over loopback the kernel moves a storm's bytes on the sender's
+#                    core, in its system calls and in softirq, which no thread preempts: on the lookups'
+#                    core that showed as their latency (the generator's, not the server's). Here it lands
+#                    on the server's core, as a NIC's receive work would, and the senders yield to the
+#                    server's threads.
+#   apart            the whole generator on core 0 (the layout before 2026-12-04).
+# Needs root (SCHED_FIFO, chrt). Writes perf/out/storm.md and storm.jsonl (untracked; UPDATE=1: perf/results/).
 #   storm1000   1,000 brokers x 1,000 topics of their own (the million routes), whole tables in one frame
 #   storm100k   50 brokers x the same 100,000 topics (15.6 MB frames, as default Java brokers send)
 # rocketns runs each twice: cold (a fresh start, no route file) and warm (restarted, SIGTERM, over the route
 # file the cold storm left; the same frames again). The Java NameServer 5.3.3 (tests/java/fetch.sh, with the
 # JVM options of its shipped bin/runserver.sh) has no route file: cold only.
-#   SERVERS="rocketns java"  SCENARIOS="storm1000 storm100k"  QUIET=3 AFTER=5
+#   SERVERS="rocketns java"  SCENARIOS="storm1000 storm100k"  QUIET=3 AFTER=5  LAYOUT=probe
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-SERVERS=${SERVERS:-rocketns java} SCENARIOS=${SCENARIOS:-storm1000 storm100k}
+SERVERS=${SERVERS:-rocketns java} SCENARIOS=${SCENARIOS:-storm1000 storm100k} LAYOUT=${LAYOUT:-probe}
 QUIET=${QUIET:-3} AFTER=${AFTER:-5}
 # shellcheck source=perf/prelude.sh
 . perf/prelude.sh
@@ -49,21 +56,26 @@ stop() {
 }
 
 storm() { # server scenario phase [hold]
-    local server=$1 scenario=$2 phase=$3 hold=${4:-} args
+    local server=$1 scenario=$2 phase=$3 hold=${4:-} args gen
     case $scenario in
         storm1000) args=(--brokers 1000 --topics 1000) ;;
         storm100k) args=(--brokers 50 --topics 100000 --shared-topics) ;;
         *) echo "storm.sh: no scenario \"$scenario\"" >&2; exit 2 ;;
     esac
     echo "== $server $scenario $phase"
-    taskset -c 0 target/release/rocketns-loadgen storm --addr "127.0.0.1:$port" --server-pid "$pid" "${args[@]}" \
+    case $LAYOUT in
+        apart) gen=(taskset -c 0 target/release/rocketns-loadgen storm) ;;
+        probe) gen=(chrt --idle 0 taskset -c 1 target/release/rocketns-loadgen storm --lookup-cpu 0) ;;
+        *) echo "storm.sh: no layout \"$LAYOUT\"" >&2; exit 2 ;;
+    esac
+    "${gen[@]}" --addr "127.0.0.1:$port" --server-pid "$pid" "${args[@]}" \
         --quiet "$QUIET" --after "$AFTER" --label "$scenario" ${hold:+--hold} > "$work/out" 2> "$work/err" &
     local gen=$!
     # With --hold the generator keeps its brokers connected after its summary, until the server stops.
     until grep -q '^{' "$work/out" 2> /dev/null || ! kill -0 "$gen" 2> /dev/null; do sleep 0.2; done
     cat "$work/out"
     line=$(grep '^{' "$work/out" | tail -n 1) || { cat "$work/err" >&2; exit 1; }
-    echo "${line%\}},\"server\":\"$server\",\"phase\":\"$phase\"}" >> "$json"
+    echo "${line%\}},\"server\":\"$server\",\"phase\":\"$phase\",\"layout\":\"$LAYOUT\"}" >> "$json"
     [ -n "$hold" ] && stop
     wait "$gen" || true
 }

@@ -383,7 +383,7 @@ pub async fn run(args: HostileArgs) -> i32 {
     let (addr, count, real_topics) = (args.addr.clone(), args.lookups, args.real_topics);
     let pace = Duration::from_secs_f64(count as f64 / args.lookup_rate.max(1) as f64);
     let lookup_thread =
-        lookup_thread(count, move |i| lookups((addr.clone(), i as u64 + 1, pace), real_topics, attack_from, end));
+        lookup_thread(count, None, move |i| lookups((addr.clone(), i as u64 + 1, pace), real_topics, attack_from, end));
     tokio::time::sleep_until(attack_from).await;
     // The quiet resident set holds the route table; the peak is the attack's own from here.
     let quiet_rss = args.server_pid.and_then(rss).map_or(0, |r| r.0);

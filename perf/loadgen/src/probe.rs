@@ -19,9 +19,9 @@ pub fn lookup(topic: &str) -> rocketns::remoting::RemotingCommand {
 }
 
 /// Runs `count` lookup tasks (`task(i)`) on a thread and runtime of their own, at real-time priority where
-/// allowed: the load generator's own work (not the server's) must not show as lookups' latency. The
-/// thread returns what the tasks returned.
-pub fn lookup_thread<T, F, Fut>(count: usize, task: F) -> std::thread::JoinHandle<Vec<T>>
+/// allowed and on core `cpu` alone where given: the load generator's own work (not the server's) must not
+/// show as lookups' latency. The thread returns what the tasks returned.
+pub fn lookup_thread<T, F, Fut>(count: usize, cpu: Option<usize>, task: F) -> std::thread::JoinHandle<Vec<T>>
 where
     T: Send + 'static,
     F: Fn(usize) -> Fut + Send + 'static,
@@ -30,6 +30,11 @@ where
     std::thread::spawn(move || {
         if let Err(e) = ahead_of_the_load() {
             eprintln!("lookups at the load's priority ({e}): their latency includes the generator's CPU");
+        }
+        if let Some(cpu) = cpu
+            && let Err(e) = on_core(cpu)
+        {
+            eprintln!("lookups not moved to core {cpu} ({e}): they share the generator's cores");
         }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         rt.block_on(async move {
@@ -150,5 +155,19 @@ fn ahead_of_the_load() -> std::io::Result<()> {
     // SAFETY: sched_setscheduler reads `param`, which lives until it returns, for the calling thread (0).
     #[allow(unsafe_code)]
     let failed = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0;
+    if failed { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// Moves the calling thread to core `cpu`, away from the rest of the generator (`taskset` put it
+/// elsewhere): sending a storm's hundreds of megabytes over loopback costs its sender's core softirq time,
+/// which runs ahead of any thread, so lookups measured on that core see the generator's sending as latency.
+fn on_core(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it, bounds checked by the libc crate.
+    #[allow(unsafe_code)]
+    let failed = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+    };
     if failed { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
