@@ -182,9 +182,9 @@ const RELEASE_FREED_MEMORY_EVERY: std::time::Duration = std::time::Duration::fro
 
 /// Hands memory freed back to the system every few seconds, from a thread of its own. mimalloc releases
 /// freed pages (program-wide, from its arenas) only when a thread that allocates gets round to it, and the
-/// route writer's threads of the blocking pool park for good after a registration storm: a million routes
-/// kept 450 MB resident after the storm instead of 190 MB (perf/README.md, "Restart storms"). Releasing at
-/// once instead (`MIMALLOC_PURGE_DELAY=0`) did the same for memory but cost lookups 15-25 % more CPU.
+/// route writer's threads of the blocking pool park for good after a registration storm, and a million
+/// routes' worth of freed pages stayed resident (perf/README.md, "Restart storms"). Releasing at once
+/// instead (`MIMALLOC_PURGE_DELAY=0`) does the same for memory but makes every lookup's frees dearer.
 fn release_freed_memory_periodically() {
     let spawned = std::thread::Builder::new().name("rocketns-release-memory".into()).spawn(|| {
         loop {

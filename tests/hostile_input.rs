@@ -317,3 +317,12 @@ async fn invalid_topic_names_in_a_registration_are_skipped() {
     let list: serde_json::Value = serde_json::from_slice(&c.request(request(206, &[])).await.body).unwrap();
     assert_eq!(list, serde_json::json!({"topicList": ["ok-topic"]}));
 }
+
+/// SECURITY.md counts these inputs: the count it gives is checked against the list, not kept by hand.
+#[test]
+fn security_md_counts_every_hostile_input() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/SECURITY.md")).expect("SECURITY.md");
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let claim = format!("`tests/hostile_input.rs` checks {} such inputs", cases().len());
+    assert!(text.contains(&claim), "SECURITY.md should say: {claim}");
+}

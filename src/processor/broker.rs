@@ -18,8 +18,8 @@ use crate::remoting::{ExtFields, RemotingCommand};
 use crate::route::{BrokerAddrKey, BrokerRegistration, ConnId, RouteMutation, UnregisterRequest};
 use crate::state::ServerState;
 
-/// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 (or absent) means "not checked". The
-/// writer checks it, with the body.
+/// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 (or absent) means "not checked". It is
+/// checked where the body is decoded (`ReceivedBody::decode_within`, on the blocking pool).
 fn crc_field(req: &RemotingCommand) -> Result<i32, RequestError> {
     match req.ext("bodyCrc32") {
         None => Ok(0),

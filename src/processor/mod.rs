@@ -49,7 +49,7 @@ pub async fn dispatch(
 }
 
 /// A route lookup answered without a future: `dispatch`'s future holds every handler's state (kilobytes),
-/// and creating it copied them for every lookup (`memmove`, 4 % of a lookup's CPU: flamegraphs/lookup.svg).
+/// and creating it would copy them for every lookup.
 /// `None` when this lookup needs what only `dispatch` does (a signature to check, the product environment,
 /// the shutdown's rules, room for a large route), before anything is answered.
 pub fn dispatch_lookup(state: &ServerState, req: &RemotingCommand, caller: Caller, out: &mut OutQueue) -> Option<i32> {
@@ -62,7 +62,7 @@ pub fn dispatch_lookup(state: &ServerState, req: &RemotingCommand, caller: Calle
         return None;
     }
     match query::answer_route_info(state, req, out) {
-        // The common case, matched apart: handing the whole `Result` on copied it (`memmove`, 1 %).
+        // The common case, matched apart: handing the whole `Result` on would copy it.
         Ok(None) => Some(response::SUCCESS),
         Ok(Some(_large)) => None,
         failed => reply(state, req, caller, out, failed).ok(),

@@ -36,8 +36,7 @@ pub fn decode_command(frame: RawFrame) -> Result<RemotingCommand, HeaderError> {
 }
 
 /// `decode_command` into `cmd`, whatever it held: a connection decodes each request where it answers it. A
-/// command is 216 bytes, and returned through the reader's layers it was copied four times a request
-/// (`memmove`, flamegraphs/lookup.svg).
+/// command is 216 bytes, which returned through the reader's layers would be copied at each.
 pub fn decode_command_into(frame: RawFrame, cmd: &mut RemotingCommand) -> Result<(), HeaderError> {
     let header =
         if frame.body.len() > SHARED_HEADER_MAX_BODY { Bytes::copy_from_slice(&frame.header) } else { frame.header };

@@ -8,6 +8,7 @@
 //! unit tests below and the `repeated_header` fuzz target compare them).
 
 use std::ops::Range;
+
 use super::command::{ExtFields, FieldSpans, LanguageCode, RemotingCommand};
 use super::decode::{HeaderError, decode_command_into};
 use super::frame::{RawFrame, SerializeType};
@@ -182,7 +183,10 @@ mod tests {
         assert_eq!(got.is_ok(), want.is_ok(), "{text}");
         if let (Ok(got), Ok(want)) = (got, want) {
             assert_eq!(got, &want, "{text}");
-            let fields = |c: &RemotingCommand| c.ext_fields.as_ref().map(|e| e.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>());
+            let fields = |c: &RemotingCommand| {
+                let ext = c.ext_fields.as_ref()?;
+                Some(ext.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>())
+            };
             assert_eq!(fields(got), fields(&want), "{text}");
         }
     }

@@ -2,10 +2,10 @@
 //!
 //! 4,096 copy-on-write shards of plain hash tables: a lookup hashes the name once and probes one table (one or
 //! two cache misses, where a persistent trie takes several); cloning the table for the next snapshot is one
-//! reference count; changing a topic copies only its shard, 1/4,096 of the table, once per snapshot. With 256
-//! shards a broker of 1,000 topics changing one of them cost 1.67 x as much among a million routes as alone
-//! (each shard held 4,000 of them); with 4,096, 1.04 x (benches/registration.rs, `one_broker_change`), for
-//! 15 µs more per snapshot published (the shard list's own copy).
+//! reference count; changing a topic copies only its shard, 1/4,096 of the table, once per snapshot. So many
+//! shards that a broker's change among a million routes costs about what it costs alone (a few hundred topics
+//! a shard; fewer shards made each copy larger), for a longer shard list copied per snapshot published
+//! (`cargo bench --bench registration -- one_broker_change`; figures in perf/README.md).
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
