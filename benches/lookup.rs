@@ -13,7 +13,7 @@ use std::hint::black_box;
 use bytes::BytesMut;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rocketns::NamesrvConfig;
-use rocketns::json::JsonStyle;
+use rocketns::protocol::json::JsonStyle;
 use rocketns::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use rocketns::remoting::{ExtFields, FrameDecoder, OutQueue, RemotingCommand, SerializeType, decode_command};
 use rocketns::route::{RouteHandle, RouteSnapshot, route_table};
@@ -58,7 +58,8 @@ fn lookup(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let handle = rt.block_on(populated_table());
     let kv_dir = tempfile::tempdir().expect("temp dir");
-    let kv = rocketns::kvconfig::KvConfigStore::load(&kv_dir.path().join("kvConfig.json")).expect("empty KV store");
+    let kv =
+        rocketns::store::kvconfig::KvConfigStore::load(&kv_dir.path().join("kvConfig.json")).expect("empty KV store");
     let config = std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
     let state = ServerState::new(handle.clone(), config, std::sync::Arc::new(kv), None);
 

@@ -81,7 +81,7 @@ for scenario in $SCENARIOS; do
     awk '{n = $NF; $NF = ""; k = split($0, f, ";"); leaf[f[k]] += n; total += n}
          END {for (l in leaf) printf "%5.1f%%  %s\n", 100 * leaf[l] / total, l}' "$work/folded" \
         | sort -rn | awk "NR <= 15" | tee "$OUT/$scenario.top.txt"
-    # Where the samples were taken, by thread name: the lookup threads (src/cores.rs: settled connections),
+    # Where the samples were taken, by thread name: the lookup threads (src/net/cores.rs: settled connections),
     # the intake (the main thread: new connections), the work lane, and the others (blocking pools: the route
     # writer's batches, registration bodies, large-frame buffers, file writes).
     [ "$server" = echo ] && continue

@@ -66,7 +66,7 @@ pub enum RequestError {
     #[error(" request type {0} not supported")]
     NotSupported(i32),
     #[error(transparent)]
-    AccessDenied(#[from] crate::acl::AccessDenied),
+    AccessDenied(#[from] crate::processor::acl::AccessDenied),
 }
 
 impl RequestError {

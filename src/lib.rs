@@ -6,21 +6,19 @@
 //! [`NameServer::with_lookup_runtime`] over one of the embedder's), and [`NameServer::run`] it until a shutdown future
 //! completes (where it runs, new connections are accepted and served until they settle); [`server::ServeError`] says why it stopped on its own. That is the whole
 //! public API. Everything else is internal (public only with the `testing` feature, for this crate's tests,
-//! benches, fuzz targets and load generator), laid out as the Java NameServer is split:
-//! - `remoting`: frames and command headers (the wire codec); `json`: the fastjson-compatible JSON writer;
-//! - `protocol`: RocketMQ data types and their exact JSON; request and response codes;
+//! benches, fuzz targets and load generator), one folder a concern, from the top down (`route`, `remoting`
+//! and `protocol`, the lookup path's data and codec, use nothing of the network, the server's life or what
+//! operators see):
+//! - `service`: the server's life (start-up, supervision, housekeeping, the hand-over to a new process);
+//! - `net`: connections and the threads that serve them (the intake, the lookup cores, the work lane, TLS);
+//! - `processor`: request dispatch, one handler per code, and request signatures; `outbound`: the
+//!   connections the server opens itself (905 notices, cluster-test lookups);
 //! - `route`: immutable route snapshots, the single writer, broker liveness, the warm-restart file;
-//! - `processor`: request dispatch, one handler per code, over the server's shared state (`state`);
-//!   `error`: failures mapped to response codes in one place; `acl`: request signatures; `audit`: the
-//!   audit log of writes;
-//! - `connection`, `server`: I/O, accept loop, supervision; `intake`: where new connections are served
-//!   until they settle; `cores`: the threads that answer them then; `tls`: optional TLS; `housekeeping`: expiry
-//!   scan and route saver; `frame_budget`: memory for large frames; `offload`: work moved to the blocking
-//!   pool; `upgrade`: the sockets handed to a new process;
-//! - `outbound`: connections the server opens itself (905 notices to brokers, cluster-test lookups);
-//! - `http` and `metrics`: the operator's port;
-//! - `kvconfig`: the KV config store; `fsutil`: crash-safe file writes;
-//! - `config`: the Java configuration keys, and which of them may change at runtime;
+//! - `remoting`: frames and command headers (the wire codec); `protocol`: RocketMQ data types, their exact
+//!   JSON and the request and response codes;
+//! - beside them: `limits` (what clients may make the server spend), `store` (files written durably), `ops`
+//!   (metrics, the operator's port, the audit log), `config` (the Java configuration keys);
+//! - `state`: the server's shared state; `error`: failures mapped to response codes in one place;
 //! - `testing` (feature `testing`): helpers for tests, benches and the load generator.
 
 // One unsafe call, sched_setscheduler in `lane` (rustix has no wrapper for it).
@@ -43,34 +41,12 @@ macro_rules! internal_modules {
 }
 
 pub mod config;
-pub mod cores;
-pub mod lane;
-pub mod server;
 
-internal_modules!(
-    acl,
-    audit,
-    connection,
-    error,
-    budget,
-    intake,
-    fsutil,
-    housekeeping,
-    http,
-    json,
-    kvconfig,
-    metrics,
-    offload,
-    outbound,
-    processor,
-    protocol,
-    remoting,
-    route,
-    state,
-    throttle,
-    tls,
-    upgrade,
-);
+internal_modules!(error, limits, net, ops, outbound, processor, protocol, remoting, route, service, state, store);
+
+// The embedder's API: the threads that answer lookups, the work lane and the server, at the crate's root.
+pub use net::{cores, lane};
+pub use service::server;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -72,7 +72,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // Settled connections' lookups: a single-threaded runtime a core, each connection on one of them for
-    // the rest of its life (src/cores.rs says why not one multi-threaded runtime).
+    // the rest of its life (src/net/cores.rs says why not one multi-threaded runtime).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let lookup_threads = match rocketns::cores::LookupThreads::start(cores) {
         Ok(threads) => threads,
@@ -81,7 +81,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Everything but route lookups, at a lower priority (src/lane.rs); as many threads as cores, so that it
+    // Everything but route lookups, at a lower priority (src/net/lane.rs); as many threads as cores, so that it
     // has them all when lookups leave them.
     let lane_runtime = match rocketns::lane::WorkLane::new(cores) {
         Ok(lane) => lane,
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Connections are accepted, and served until they settle, on the main thread (src/intake.rs): churn
+    // Connections are accepted, and served until they settle, on the main thread (src/net/intake.rs): churn
     // is not served beside the lookups of established connections.
     let intake = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::config::SharedConfig;
-use crate::kvconfig::KvConfigStore;
+use crate::store::kvconfig::KvConfigStore;
 use crate::route::RouteHandle;
 
 /// What every request handler, connection and the HTTP port share: the routes (read from snapshots,
@@ -26,15 +26,15 @@ pub struct ServerState {
     pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
     /// Set once a successor took the sockets over (`upgrade`): the changes it would not see are refused.
     pub handed_over: Arc<std::sync::atomic::AtomicBool>,
-    pub metrics: Arc<crate::metrics::Metrics>,
+    pub metrics: Arc<crate::ops::metrics::Metrics>,
     /// Signature checks, when `aclEnable` is on.
-    pub access_control: Option<Arc<crate::acl::AccessControl>>,
+    pub access_control: Option<Arc<crate::processor::acl::AccessControl>>,
     /// The product environment's NameServer, in cluster-test mode (`clusterTest`).
     pub product_env: Option<Arc<crate::outbound::product_env::ProductEnv>>,
     /// Where the audited requests go (`auditLogPath`); the ordinary log unless set.
-    pub audit: Arc<crate::audit::AuditLog>,
+    pub audit: Arc<crate::ops::audit::AuditLog>,
     /// Memory that clients make the server hold beyond their connections' own buffers (`budget.rs`).
-    pub budget: crate::budget::MemoryBudget,
+    pub budget: crate::limits::budget::MemoryBudget,
     /// Turns to encode a whole-table body (`processor::table_body`).
     pub table_encodes: Arc<tokio::sync::Semaphore>,
     /// Turns to decode a registration body (`processor::broker`): half the cores, at least one.
@@ -44,9 +44,9 @@ pub struct ServerState {
     pub lane: Option<tokio::runtime::Handle>,
     /// The runtimes that answer settled connections (`intake.rs`, `cores.rs`); `None`: the one they were
     /// accepted on.
-    pub lookups: Option<Arc<crate::cores::LookupCores>>,
+    pub lookups: Option<Arc<crate::net::cores::LookupCores>>,
     /// The pace of large replies (`largeReplyBytesPerSecond`).
-    pub reply_pacer: Arc<crate::throttle::BytePacer>,
+    pub reply_pacer: Arc<crate::limits::throttle::BytePacer>,
 }
 
 /// Whole-table bodies encoded at once at most.
@@ -65,9 +65,9 @@ impl ServerState {
         kv: Arc<KvConfigStore>,
         config_file: Option<PathBuf>,
     ) -> Self {
-        let metrics: Arc<crate::metrics::Metrics> = Default::default();
-        let budget = crate::budget::MemoryBudget::from_config(&config.load(), &metrics);
-        let reply_pacer = Arc::new(crate::throttle::BytePacer::new(config.load().large_reply_bytes_per_second));
+        let metrics: Arc<crate::ops::metrics::Metrics> = Default::default();
+        let budget = crate::limits::budget::MemoryBudget::from_config(&config.load(), &metrics);
+        let reply_pacer = Arc::new(crate::limits::throttle::BytePacer::new(config.load().large_reply_bytes_per_second));
         ServerState {
             routes,
             config,
@@ -80,7 +80,7 @@ impl ServerState {
             metrics: metrics.clone(),
             access_control: None,
             product_env: None,
-            audit: Arc::new(crate::audit::AuditLog::to_log(metrics.clone())),
+            audit: Arc::new(crate::ops::audit::AuditLog::to_log(metrics.clone())),
             budget,
             table_encodes: Arc::new(tokio::sync::Semaphore::new(TABLE_ENCODES)),
             decoders: Arc::new(tokio::sync::Semaphore::new(decoders())),

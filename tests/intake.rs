@@ -1,4 +1,4 @@
-//! The intake (src/intake.rs) on the real binary: new connections are served where they were accepted until
+//! The intake (src/net/intake.rs) on the real binary: new connections are served where they were accepted until
 //! they settle, then move, socket and all, to the runtime that answers lookups. Made to fail once each by
 //! having the move fail (the connection is closed: the pipelined lookups after the 16th are not answered)
 //! and by never settling (`rocketns_connections_settled_total` stays 0).
@@ -62,7 +62,7 @@ fn a_connection_settles_in_the_middle_of_pipelined_lookups_and_answers_every_one
     server.wait().unwrap();
 }
 
-/// The connections each lookup thread serves, by the metrics port (src/cores.rs).
+/// The connections each lookup thread serves, by the metrics port (src/net/cores.rs).
 fn per_core(port: u16, cores: usize) -> Vec<f64> {
     let text = metrics_text(port);
     (0..cores)

@@ -1,4 +1,4 @@
-//! The memory budget (src/budget.rs) on the real binary: whatever connections send, registered brokers or
+//! The memory budget (src/limits/budget.rs) on the real binary: whatever connections send, registered brokers or
 //! not, the server holds no more than its pools beyond each connection's few kilobytes, and a broker
 //! registered before a flood stays routed. Each bound here was switched off once (a pool of 1 GiB, the
 //! decoder's meter unlimited, the keep-alive of a waiting broker removed) to see its test fail.

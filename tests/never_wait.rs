@@ -36,9 +36,9 @@ async fn lookups_are_answered_while_a_large_signed_registration_is_checked() {
 /// Signs `cmd` as a Java client with these credentials does.
 fn sign(cmd: &mut rocketns::remoting::RemotingCommand, (access_key, secret): (&str, &str)) {
     let fields = cmd.ext_fields.get_or_insert_with(Default::default);
-    fields.insert(rocketns::acl::ACCESS_KEY, access_key);
-    let signature = rocketns::acl::signature(secret, fields, &cmd.body);
-    cmd.ext_fields.as_mut().unwrap().insert(rocketns::acl::SIGNATURE, signature);
+    fields.insert(rocketns::processor::acl::ACCESS_KEY, access_key);
+    let signature = rocketns::processor::acl::signature(secret, fields, &cmd.body);
+    cmd.ext_fields.as_mut().unwrap().insert(rocketns::processor::acl::SIGNATURE, signature);
 }
 
 async fn lookups_go_on_during_a_large_registration(config: rocketns::NamesrvConfig, signer: Option<(&str, &str)>) {

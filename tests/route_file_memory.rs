@@ -78,7 +78,8 @@ fn save(file: &[u8], topics: usize) -> (Vec<u8>, isize) {
 
     let start = HELD.with(Cell::get);
     PEAK.with(|peak| peak.set(start));
-    rocketns::fsutil::write_atomically_with(&path, |out| rocketns::route::dump::write(&to_save, out)).expect("saved");
+    rocketns::store::fsutil::write_atomically_with(&path, |out| rocketns::route::dump::write(&to_save, out))
+        .expect("saved");
     let peak = PEAK.with(Cell::get) - start;
 
     let saved = std::fs::read(&path).expect("the route file");

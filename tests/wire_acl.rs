@@ -6,7 +6,7 @@ mod common;
 use bytes::Bytes;
 use common::*;
 use rocketns::NamesrvConfig;
-use rocketns::acl::{ACCESS_KEY, SIGNATURE, signature};
+use rocketns::processor::acl::{ACCESS_KEY, SIGNATURE, signature};
 use rocketns::remoting::{RemotingCommand, SerializeType};
 
 const BROKER_KEY: &str = "broker-ak";

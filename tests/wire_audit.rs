@@ -1,6 +1,6 @@
 //! The audit log over the wire: every request that changes state other than a broker's own registration
 //! gives one JSON line in `auditLogPath` (refused ones too, saying why), and `rocketns_audit_events_total`
-//! counts them; `logFormat=json` makes the ordinary log JSON lines, audit lines under `rocketns::audit`.
+//! counts them; `logFormat=json` makes the ordinary log JSON lines, audit lines under `rocketns::ops::audit`.
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use rocketns::NamesrvConfig;
-use rocketns::acl::{ACCESS_KEY, SIGNATURE, signature};
+use rocketns::processor::acl::{ACCESS_KEY, SIGNATURE, signature};
 use serde_json::Value;
 
 /// The audit file's lines, once there are `n` of them (the file is written by a thread of its own).

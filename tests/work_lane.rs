@@ -1,4 +1,4 @@
-//! The work lane's floor (src/lane.rs): its threads run SCHED_IDLE; when threads at the normal priority
+//! The work lane's floor (src/net/lane.rs): its threads run SCHED_IDLE; when threads at the normal priority
 //! take every core (a lookup flood does), the watchdog lifts them to nice 10, a broker's registration is
 //! answered, and once the cores are free again they go back to SCHED_IDLE. And the route writer's work is
 //! the lane's: none of it runs on the threads of the runtime that serves lookups.

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use rocketns::acl::{ACCESS_KEY, AccessControl, SIGNATURE, signature};
+use rocketns::processor::acl::{ACCESS_KEY, AccessControl, SIGNATURE, signature};
 use rocketns::remoting::{FrameDecoder, decode_command};
 use tokio_util::codec::Decoder;
 

@@ -10,11 +10,11 @@ use std::sync::{Arc, OnceLock};
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use rocketns::NamesrvConfig;
-use rocketns::json::JsonStyle;
-use rocketns::kvconfig::KvConfigStore;
+use rocketns::protocol::json::JsonStyle;
 use rocketns::remoting::{FrameDecoder, OutQueue, SerializeType, decode_command};
 use rocketns::route::{RouteMutation, RouteSnapshot, route_table};
 use rocketns::state::ServerState;
+use rocketns::store::kvconfig::KvConfigStore;
 use tokio_util::codec::Decoder;
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -201,10 +201,10 @@ namesrv_config! {
     /// Port of the HTTP endpoint for metrics, health and route dumps (on `bindAddress`); 0 turns it off.
     metrics_port: u16 = 0 => "metricsPort",
     /// The audit log of state-changing requests, as JSON lines appended to this file; empty logs them under
-    /// the target `rocketns::audit` instead (src/audit.rs).
+    /// the target `rocketns::audit` instead (src/ops/audit.rs).
     audit_log_path: String = String::new() => "auditLogPath",
     /// A Unix socket where the running server hands its listening sockets to a new process started with
-    /// `--take-over` (zero-downtime upgrade, src/upgrade.rs); empty turns upgrades off.
+    /// `--take-over` (zero-downtime upgrade, src/service/upgrade.rs); empty turns upgrades off.
     upgrade_socket_path: String = String::new() => "upgradeSocketPath",
     /// The ordinary log's format: `text`, or `json` (one JSON object a line, for log shippers).
     log_format: String = "text".into() => "logFormat",
@@ -220,7 +220,7 @@ namesrv_config! {
     serialize_type: String = std::env::var("ROCKETMQ_SERIALIZE_TYPE").unwrap_or_else(|_| "JSON".into()) => "serializeType",
     /// Largest frame accepted, 4-byte prefix included (Java's `com.rocketmq.remoting.frameMaxLength`).
     frame_max_length: u64 = crate::remoting::frame::DEFAULT_MAX_FRAME_LEN as u64 => "frameMaxLength",
-    /// The memory budget's `requests` pool (src/budget.rs): frames over 16 KiB from their length prefix until
+    /// The memory budget's `requests` pool (src/limits/budget.rs): frames over 16 KiB from their length prefix until
     /// processed, each with room for what its request builds (a registration's parsed topic configs), and
     /// parsed registrations waiting for the route writer, all connections together. At least
     /// `frameMaxLength` × 7/4, so that one largest registration always fits; at most 4 GiB.
@@ -295,8 +295,8 @@ impl NamesrvConfig {
                 expected: "text or json",
             });
         }
-        let pool_max = crate::budget::MAX_POOL as u64;
-        if self.large_frame_buffer_bytes < crate::budget::large_frame_room(self.frame_max_length)
+        let pool_max = crate::limits::budget::MAX_POOL as u64;
+        if self.large_frame_buffer_bytes < crate::limits::budget::large_frame_room(self.frame_max_length)
             || self.large_frame_buffer_bytes > pool_max
         {
             return Err(ConfigError::InvalidValue {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::client::PeerConnection;
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::route::min_broker_id::MinBrokerIdChange;
 
 /// Notices waiting for the notifier; beyond it the writer drops them (and counts them).

@@ -8,9 +8,9 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::{bool_field, long_field, required, success};
-use crate::budget::{CONNECTION_DECODE, Charge, RequestRoom};
+use crate::limits::budget::{CONNECTION_DECODE, Charge, RequestRoom};
 use crate::error::RequestError;
-use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
+use crate::store::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 use crate::protocol::register_body::{BodyError, ReceivedBody, RegisterBrokerBody};
 use crate::protocol::route_data::QueueDatasOnly;
 use crate::protocol::{DataVersion, QueueData, lenient};
@@ -105,7 +105,7 @@ async fn decode_within_budget(
     let counters = &p.metrics.budget;
     let most = pool.capacity() / 2;
     // A small JSON body decodes in microseconds; anything else waits for a turn (`ServerState::decoders`).
-    let turns = received.is_compressed() || received.bytes.len() > crate::budget::SMALL_FRAME;
+    let turns = received.is_compressed() || received.bytes.len() > crate::limits::budget::SMALL_FRAME;
     let wants = if received.is_compressed() {
         let body = received.clone();
         let need = decoding(p, turns, move || body.compressed_need(most)).await??;
@@ -159,7 +159,7 @@ async fn decoding<T: Send + 'static>(
     decode: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, RequestError> {
     let _turn = if turns { Some(p.decoders.acquire().await.map_err(|_| RequestError::ShuttingDown)?) } else { None };
-    crate::offload::on_blocking_pool(decode).await.ok_or(RequestError::ShuttingDown)
+    crate::limits::offload::on_blocking_pool(decode).await.ok_or(RequestError::ShuttingDown)
 }
 
 /// Answers once queued; the removal happens in the writer's next batch, as in Java.

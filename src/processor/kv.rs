@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::{required, success};
 use crate::error::RequestError;
-use crate::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
+use crate::store::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 use crate::remoting::RemotingCommand;
 use crate::route::RouteMutation;
 use crate::state::ServerState;
@@ -26,7 +26,7 @@ fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError
 async fn change(p: &ServerState, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {
     let (p, namespace, key, value) = (p.clone(), namespace.to_string(), key.to_string(), value.map(str::to_string));
     let change = async move { change_now(&p, &namespace, &key, value.as_deref()).await };
-    crate::offload::to_completion(change).await.ok_or(RequestError::ShuttingDown)?
+    crate::limits::offload::to_completion(change).await.ok_or(RequestError::ShuttingDown)?
 }
 
 async fn change_now(p: &ServerState, namespace: &str, key: &str, value: Option<&str>) -> Result<(), RequestError> {

@@ -1,6 +1,7 @@
 //! Request dispatch: one handler per request code, as Java's `DefaultRequestProcessor` and
 //! `ClientRequestProcessor`. The handlers read and change the server's shared state (`state.rs`).
 
+pub mod acl;
 mod admin;
 mod broker;
 mod kv;
@@ -9,7 +10,7 @@ mod query;
 
 pub(crate) use query::table_body;
 
-use crate::budget::{Charge, RequestRoom};
+use crate::limits::budget::{Charge, RequestRoom};
 use crate::config::NamesrvConfig;
 use crate::error::RequestError;
 use crate::protocol::codes::{request, response, version};
@@ -113,7 +114,7 @@ async fn reply_room(
     if let Some(room) = pool.try_reserve(resp.body.len()) {
         return room;
     }
-    if !crate::acl::is_read(req.code) {
+    if !crate::processor::acl::is_read(req.code) {
         return pool.reserve(resp.body.len()).await;
     }
     loop {
@@ -148,7 +149,7 @@ async fn answer(
         return Ok(Some(RemotingCommand::response(response::GO_AWAY, Some("please go away".into()))));
     }
     // After a take-over the new process has read the KV store and routes; a change here would be lost.
-    if state.handed_over.load(std::sync::atomic::Ordering::Acquire) && crate::audit::audited(req.code).is_some() {
+    if state.handed_over.load(std::sync::atomic::Ordering::Acquire) && crate::ops::audit::audited(req.code).is_some() {
         return Err(RequestError::ShuttingDown);
     }
     if let Some(acl) = &state.access_control {
@@ -188,17 +189,17 @@ async fn answer(
 
 /// A request's signature (`aclEnable`): checked here for a small request; a large body's HMAC (a
 /// registration's megabytes) is computed on the blocking pool, off the threads that answer lookups.
-async fn check_signature(acl: &std::sync::Arc<crate::acl::AccessControl>, req: &RemotingCommand) -> Result<(), RequestError> {
-    let checked = if req.body.len() <= crate::budget::SMALL_FRAME {
+async fn check_signature(acl: &std::sync::Arc<crate::processor::acl::AccessControl>, req: &RemotingCommand) -> Result<(), RequestError> {
+    let checked = if req.body.len() <= crate::limits::budget::SMALL_FRAME {
         acl.check(req)
     } else {
         let (acl, code, ext, body) = (acl.clone(), req.code, req.ext_fields.clone(), req.body.clone());
-        crate::offload::on_blocking_pool(move || acl.check_parts(code, ext.as_ref(), &body))
+        crate::limits::offload::on_blocking_pool(move || acl.check_parts(code, ext.as_ref(), &body))
             .await
             .ok_or(RequestError::ShuttingDown)?
     };
     checked.map_err(|denied| {
-        crate::throttle::client_log!(warn, code = req.code, reason = %denied, "request refused by access control");
+        crate::limits::throttle::client_log!(warn, code = req.code, reason = %denied, "request refused by access control");
         denied.into()
     })
 }

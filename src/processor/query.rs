@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 use super::{bool_field, required, success};
 use crate::error::RequestError;
-use crate::json::{self, JsonStyle};
+use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::codes::{response, version};
 use crate::protocol::route_data::write_broker_addrs;
 use crate::remoting::{OutQueue, RemotingCommand};
@@ -119,7 +119,7 @@ pub(crate) async fn table_body(p: &ServerState, body: TableBody) -> Result<Encod
             let snapshot = snapshot.clone();
             async move {
                 p.metrics.table_bodies_encoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                crate::offload::on_blocking_pool(move || snapshot.encode(body)).await.ok_or(RequestError::ShuttingDown)
+                crate::limits::offload::on_blocking_pool(move || snapshot.encode(body)).await.ok_or(RequestError::ShuttingDown)
             }
         })
         .await?;

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use crate::json;
+use crate::protocol::json;
 use crate::protocol::lenient;
 
 /// Equality compares all three fields (Java's `equals`); 4.x brokers send no `stateVersion`, read as 0.

@@ -3,6 +3,7 @@
 pub mod codes;
 pub mod data_version;
 pub mod java_hash;
+pub mod json;
 pub mod lenient;
 pub mod meter;
 pub mod register_body;

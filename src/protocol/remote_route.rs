@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::json::JsonStyle;
+use crate::protocol::json::JsonStyle;
 use crate::protocol::lenient;
 use crate::protocol::route_data::{MASTER_ID, QueueDataJson, TopicRouteParts};
 use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::json::{self, JsonStyle};
+use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::lenient;
 use crate::protocol::static_topic::TopicQueueMappingInfo;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::json::{self, JsonStyle};
+use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::lenient;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]

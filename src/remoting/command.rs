@@ -4,7 +4,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
 
 use super::frame::{SerializeType, frame_prefix};
-use crate::json::{self, JsonStyle};
+use crate::protocol::json::{self, JsonStyle};
 
 /// Flag bit 0: the command is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;

@@ -14,7 +14,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::{RemotingCommand, SerializeType};
-use crate::budget::Charge;
+use crate::limits::budget::Charge;
 
 pub struct OutQueue {
     serialize_type: SerializeType,
@@ -26,7 +26,7 @@ pub struct OutQueue {
     /// made when the connection first needs them.
     late: Option<LateReplies>,
     /// What large bodies are written at (`largeReplyBytesPerSecond`); none paces nothing.
-    pacer: Option<std::sync::Arc<crate::throttle::BytePacer>>,
+    pacer: Option<std::sync::Arc<crate::limits::throttle::BytePacer>>,
 }
 
 struct LateReplies {
@@ -62,7 +62,7 @@ impl OutQueue {
     }
 
     /// Large bodies are written at `pacer`'s rate, with every other connection's.
-    pub fn paced(mut self, pacer: std::sync::Arc<crate::throttle::BytePacer>) -> Self {
+    pub fn paced(mut self, pacer: std::sync::Arc<crate::limits::throttle::BytePacer>) -> Self {
         self.pacer = Some(pacer);
         self
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::json::JsonStyle;
+use crate::protocol::json::JsonStyle;
 use crate::protocol::route_data::{MASTER_ID, TopicRouteParts};
 use crate::protocol::{BrokerData, QueueData, TopicQueueMappingInfo};
 use crate::route::FastHasher;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
-use crate::json::{self, JsonStyle};
+use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::codes::request;
 use crate::protocol::{BrokerData, TopicQueueMappingInfo, java_hash};
 use crate::route::liveness::BrokerAddrKey;

@@ -24,7 +24,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::budget::Charge;
+use crate::limits::budget::Charge;
 use crate::protocol::QueueData;
 use crate::route::builder::{
     BrokerRegistration, BrokerTopicIndex, RegisterError, RegisterResult, RouteBuilder, UnregisterRequest,
@@ -315,7 +315,7 @@ async fn off_readers(
     mut state: WriterState,
     work: impl FnOnce(&mut WriterState) + Send + 'static,
 ) -> Option<WriterState> {
-    crate::offload::on_blocking_pool(move || {
+    crate::limits::offload::on_blocking_pool(move || {
         work(&mut state);
         state
     })

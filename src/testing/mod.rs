@@ -33,7 +33,7 @@ pub fn registration(
 
 /// The JSON RegisterBrokerBody a 5.x broker sends (no filter servers, no static topics).
 pub fn register_body_json(data_version: &DataVersion, topics: &[TopicConfig]) -> Vec<u8> {
-    use crate::json::{self, JsonStyle};
+    use crate::protocol::json::{self, JsonStyle};
     let dv = data_version.to_json();
     let mut out = Vec::with_capacity(256 + topics.len() * 200);
     out.extend_from_slice(b"{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{\"dataVersion\":");

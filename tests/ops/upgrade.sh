@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Zero-downtime upgrade (src/upgrade.rs): a client fleet (rocketns-loadgen fleet: brokers re-registering
+# Zero-downtime upgrade (src/service/upgrade.rs): a client fleet (rocketns-loadgen fleet: brokers re-registering
 # every second, long-lived clients asking routes every 20 ms, short-lived ones connecting, asking three
 # routes and closing, all the time) runs across two upgrades in a row (`rocketns --take-over`). Checks: no
 # connection refused, every request answered (GO_AWAY counts; a connection closed while idle is a clean

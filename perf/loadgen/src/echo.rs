@@ -9,7 +9,7 @@
 //!   gap between it and rocketns is the rest.
 
 use bytes::{Buf, Bytes, BytesMut};
-use rocketns::json::JsonStyle;
+use rocketns::protocol::json::JsonStyle;
 use rocketns::protocol::route_data::TopicRouteParts;
 use rocketns::protocol::{BrokerData, QueueData};
 use rocketns::remoting::{OutQueue, RemotingCommand, SerializeType};

@@ -45,7 +45,7 @@ impl RouteBuilder<'_> {
         let lowers_min_id = r.broker_id < group.broker_addrs.keys().next().copied().unwrap_or(MASTER_ID);
         release_other_id(&mut group, r);
         if self.older_than_holder_of_id(&group, r) {
-            crate::throttle::client_log!(warn, broker = %shown(&r.broker_addr, 256), "registration with an older stateVersion rejected");
+            crate::limits::throttle::client_log!(warn, broker = %shown(&r.broker_addr, 256), "registration with an older stateVersion rejected");
             self.live.remove(&live_key(r));
             self.put_broker(group);
             return Ok(RegisterResult::default());
@@ -163,7 +163,7 @@ impl RouteBuilder<'_> {
         }
         if let Some(example) = example {
             let example = example.map(|t| shown(t, 256).escape_debug().to_string());
-            crate::throttle::client_log!(warn, broker = %shown(&r.broker_addr, 256), ignored, ?example, "topic configs without a valid topicName ignored");
+            crate::limits::throttle::client_log!(warn, broker = %shown(&r.broker_addr, 256), ignored, ?example, "topic configs without a valid topicName ignored");
         }
         restored
     }

@@ -1,6 +1,6 @@
 //! Unit tests of the route builder: what a registration publishes, and what it re-encodes.
 use super::*;
-use crate::json::JsonStyle;
+use crate::protocol::json::JsonStyle;
 
 fn registration(id: i64, addr: &str, counter: i64, topics: &[&str]) -> BrokerRegistration {
     test_registration("b", id, addr, counter, topics)

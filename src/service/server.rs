@@ -11,17 +11,17 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::acl::AccessControl;
+use crate::processor::acl::AccessControl;
 use crate::config::{ClientProperties, NamesrvConfig};
-use crate::connection::Connection;
-use crate::housekeeping;
-use crate::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
+use crate::net::connection::Connection;
+use crate::service::housekeeping;
+use crate::store::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
 use crate::outbound::product_env::ProductEnv;
 use crate::processor::route_config;
 use crate::route::{ConnId, RouteSnapshot, RouteWriter, route_table};
 use crate::state::ServerState;
-use crate::tls::{Accepted, TlsServer};
-use crate::upgrade::{HandedOver, Predecessor, UpgradeListener};
+use crate::net::tls::{Accepted, TlsServer};
+use crate::service::upgrade::{HandedOver, Predecessor, UpgradeListener};
 
 /// Why the server stopped serving on its own, before it was asked to.
 #[derive(Debug, thiserror::Error)]
@@ -39,13 +39,13 @@ pub enum StartError {
     #[error(transparent)]
     Kv(#[from] KvError),
     #[error(transparent)]
-    Acl(#[from] crate::acl::AclLoadError),
+    Acl(#[from] crate::processor::acl::AclLoadError),
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] crate::net::tls::TlsError),
     #[error(transparent)]
-    Audit(#[from] crate::audit::AuditOpenError),
+    Audit(#[from] crate::ops::audit::AuditOpenError),
     #[error(transparent)]
-    Upgrade(#[from] crate::upgrade::UpgradeError),
+    Upgrade(#[from] crate::service::upgrade::UpgradeError),
 }
 
 pub struct NameServer {
@@ -108,7 +108,7 @@ impl NameServer {
         config_file: Option<PathBuf>,
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
-        let taken = crate::upgrade::take_over(&config.upgrade_socket_path).await?;
+        let taken = crate::service::upgrade::take_over(&config.upgrade_socket_path).await?;
         let mut server = Self::start(config, config_file, client_properties, taken.remoting, taken.metrics)?;
         server.predecessor = Some(taken.predecessor);
         Ok(server)
@@ -123,7 +123,7 @@ impl NameServer {
     ) -> Result<Self, StartError> {
         let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
         if let Some(file) = &config_file {
-            crate::fsutil::remove_stale_temporaries(file);
+            crate::store::fsutil::remove_stale_temporaries(file);
         }
         let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
         let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
@@ -149,7 +149,7 @@ impl NameServer {
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
         let mut state = ServerState::new(routes, shared, kv, config_file);
         state.access_control = access_control;
-        state.audit = Arc::new(crate::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
+        state.audit = Arc::new(crate::ops::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
         state.product_env =
             product_env.map(|name| Arc::new(ProductEnv::new(&name, &client_properties, state.metrics.clone())));
         // Last: it replaces the socket file of a process being taken over, which must stay reachable for
@@ -162,24 +162,24 @@ impl NameServer {
     }
 
     /// Answers settled connections' lookups on `lookups`, a runtime other than the one `run` runs on: new
-    /// connections are accepted and served where `run` runs until they settle (src/intake.rs), so that
+    /// connections are accepted and served where `run` runs until they settle (src/net/intake.rs), so that
     /// connection churn is not served beside established lookups (without it or
     /// [`Self::with_lookup_cores`], everything but the work lane's is served on the runtime `run` runs on).
     pub fn with_lookup_runtime(self, lookups: tokio::runtime::Handle) -> Self {
-        self.with_lookup_cores(Arc::new(crate::cores::LookupCores::over(vec![lookups])))
+        self.with_lookup_cores(Arc::new(crate::net::cores::LookupCores::over(vec![lookups])))
     }
 
     /// Like [`Self::with_lookup_runtime`], with settled connections spread over several runtimes, each
     /// connection served on one of them for the rest of its life (the binary: a single-threaded runtime a
-    /// core, [`crate::cores::LookupThreads`]).
-    pub fn with_lookup_cores(mut self, cores: Arc<crate::cores::LookupCores>) -> Self {
+    /// core, [`crate::net::cores::LookupThreads`]).
+    pub fn with_lookup_cores(mut self, cores: Arc<crate::net::cores::LookupCores>) -> Self {
         self.state.lookups = Some(cores);
         self
     }
 
     /// Serves connections that send anything but route lookups on `lane`'s lower-priority threads (the
     /// binary always does; without it, everything is served on the runtime `run` runs on).
-    pub fn with_work_lane(mut self, lane: &crate::lane::WorkLane) -> Self {
+    pub fn with_work_lane(mut self, lane: &crate::net::lane::WorkLane) -> Self {
         self.state.lane = Some(lane.handle());
         self
     }
@@ -229,7 +229,7 @@ impl NameServer {
                 state.metrics.clone(),
                 saver_stop,
             )),
-            http: metrics_listener.map(|l| tokio::spawn(crate::http::serve(l, state.clone()))),
+            http: metrics_listener.map(|l| tokio::spawn(crate::ops::http::serve(l, state.clone()))),
             notifier,
         };
         let mut connections = tokio::task::JoinSet::new();
@@ -246,8 +246,8 @@ impl NameServer {
             let (stream, peer) = tokio::select! {
                 _ = &mut shutdown => break Stopped::Asked,
                 failure = tasks.ended() => break Stopped::Failed(failure),
-                successor = crate::upgrade::next_successor(upgrade.as_ref()), if handed.is_none() => {
-                    match crate::upgrade::hand_over(successor, &state, &listener, metrics_socket.as_ref()).await {
+                successor = crate::service::upgrade::next_successor(upgrade.as_ref()), if handed.is_none() => {
+                    match crate::service::upgrade::hand_over(successor, &state, &listener, metrics_socket.as_ref()).await {
                         Ok(successor) => handed = Some(Box::pin(HandedOver::serving(successor))),
                         Err(e) => tracing::error!(error = %e, "the take-over failed, serving on"),
                     }
@@ -257,7 +257,7 @@ impl NameServer {
                     Ok(()) => break Stopped::HandedOver,
                     Err(e) => {
                         handed = None;
-                        crate::upgrade::resume(&state);
+                        crate::service::upgrade::resume(&state);
                         tracing::error!(error = %e, "the new process did not start, serving on");
                         continue;
                     }
@@ -413,7 +413,7 @@ fn reap_finished(connections: &mut tokio::task::JoinSet<()>) {
 /// may have had one, so its brokers are looked for (the writer finds none if there are none).
 struct ConnectionSlot {
     id: ConnId,
-    metrics: Arc<crate::metrics::Metrics>,
+    metrics: Arc<crate::ops::metrics::Metrics>,
     routes: crate::route::RouteHandle,
     shutting_down: Arc<std::sync::atomic::AtomicBool>,
     broker_registered: bool,
@@ -498,7 +498,7 @@ async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
 
 /// The route snapshot file's content, if there is one to read.
 fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
-    crate::fsutil::remove_stale_temporaries(path);
+    crate::store::fsutil::remove_stale_temporaries(path);
     match std::fs::read(path) {
         Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::SharedConfig;
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::route::{ConnId, RouteHandle, RouteMutation};
 
 /// Every `scanNotActiveBrokerInterval` (first after one interval; a runtime change applies from the next
@@ -81,7 +81,7 @@ pub(crate) async fn save_routes(routes: &RouteHandle, path: &std::path::Path, me
     }
     let path_buf = path.to_path_buf();
     let written = tokio::task::spawn_blocking(move || {
-        crate::fsutil::write_atomically_with(&path_buf, |out| crate::route::dump::write(&to_save, out))
+        crate::store::fsutil::write_atomically_with(&path_buf, |out| crate::route::dump::write(&to_save, out))
     })
     .await;
     match written {

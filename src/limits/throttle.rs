@@ -58,7 +58,7 @@ pub fn client_lines() -> &'static LineBudget {
 /// `tracing::warn!`/`info!` of a line a client caused, within [`client_lines`].
 macro_rules! client_log {
     ($level:ident, $($arg:tt)*) => {
-        if $crate::throttle::client_lines().allow() {
+        if $crate::limits::throttle::client_lines().allow() {
             tracing::$level!($($arg)*);
         }
     };

@@ -133,7 +133,7 @@ pub async fn hand_over(
     state.handed_over.store(true, Ordering::Release);
     let config = state.config.load_full();
     if config.warm_restart {
-        crate::housekeeping::save_routes(&state.routes, &config.route_snapshot_file(), &state.metrics).await;
+        crate::service::housekeeping::save_routes(&state.routes, &config.route_snapshot_file(), &state.metrics).await;
     }
     let remoting = listener.as_fd().try_clone_to_owned();
     let metrics = metrics_socket.map(OwnedFd::try_clone).transpose();

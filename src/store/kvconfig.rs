@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::Deserialize;
 
-use crate::json::{self, JsonStyle};
+use crate::protocol::json::{self, JsonStyle};
 
 /// The namespace of ordered-topic configs (`NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
@@ -56,7 +56,7 @@ pub struct KvWriter<'a> {
 impl KvConfigStore {
     /// Loads `path`; a missing file is an empty store, a malformed one is an error (as in Java).
     pub fn load(path: &Path) -> Result<Self, KvError> {
-        crate::fsutil::remove_stale_temporaries(path);
+        crate::store::fsutil::remove_stale_temporaries(path);
         let table = match std::fs::read(path) {
             Ok(bytes) => {
                 let file: KvFile = crate::protocol::lenient::from_fastjson_slice(&bytes)
@@ -137,8 +137,8 @@ impl KvWriter<'_> {
         let persist_error = |source| KvError::Persist { path: self.store.path.display().to_string(), source };
         let written = tokio::task::spawn_blocking(move || {
             let _turn = turn;
-            let written = crate::fsutil::replace_durably(&path, &encode_kv_file(&next));
-            if !matches!(written, Err(crate::fsutil::ReplaceError::Unchanged(_))) {
+            let written = crate::store::fsutil::replace_durably(&path, &encode_kv_file(&next));
+            if !matches!(written, Err(crate::store::fsutil::ReplaceError::Unchanged(_))) {
                 table.store(Arc::new(next));
             }
             written

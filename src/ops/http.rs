@@ -14,7 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::json::JsonStyle;
+use crate::protocol::json::JsonStyle;
 use crate::state::ServerState;
 
 pub fn router(state: ServerState) -> Router {
@@ -74,10 +74,10 @@ async fn metrics(State(p): State<ServerState>) -> Response {
         let live = cores.connections();
         let names: Vec<String> = (0..live.len()).map(|core| core.to_string()).collect();
         let values: Vec<(&str, i64)> = names.iter().map(String::as_str).zip(live.iter().map(|&n| n as i64)).collect();
-        crate::metrics::write_labelled_gauge(
+        crate::ops::metrics::write_labelled_gauge(
             &mut text,
             "rocketns_lookup_core_connections",
-            "Settled connections served by each lookup thread (src/cores.rs).",
+            "Settled connections served by each lookup thread (src/net/cores.rs).",
             "core",
             &values,
         );

@@ -22,8 +22,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Instant;
 use tokio_util::codec::Decoder;
 
-use crate::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
-use crate::metrics::RequestTally;
+use crate::limits::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
+use crate::ops::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
 use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, RepeatedHeader, announced_frame_len, peek_header};
 use crate::route::{BrokerAddrKey, ConnId};
@@ -171,7 +171,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::intake::Rehome + 'static> Connection<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::net::intake::Rehome + 'static> Connection<S> {
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
     /// be decoded (which closes only this connection, as in Java), or a large frame or reply of it is too
     /// slow. Returns whether a broker registered over it (only then can its close remove brokers).
@@ -193,7 +193,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::intake::Rehome + '
         {
             // Only lookups were sent (anything else moves it to the lane): no broker registered over it.
             let (lookups, seat) = cores.seat();
-            let settled = crate::intake::elsewhere(&lookups.clone(), async move {
+            let settled = crate::net::intake::elsewhere(&lookups.clone(), async move {
                 let _seat = seat;
                 self.on_intake = false;
                 let stream = self.stream;
@@ -216,7 +216,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::intake::Rehome + '
         {
             self.on_lane = true;
             self.on_intake = false;
-            let moved = crate::intake::elsewhere(&lane, async move {
+            let moved = crate::net::intake::elsewhere(&lane, async move {
                 let _ = self.serve(&mut progress).await;
                 self.registered_broker
             });
@@ -252,7 +252,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             if !self.on_lane && announced_frame_len(&p.read_buf).is_some_and(|len| len > SMALL_FRAME) {
                 return Ok(Served::Moving);
             }
-            if self.on_intake && crate::intake::settled(self.answered, self.accepted) {
+            if self.on_intake && crate::net::intake::settled(self.answered, self.accepted) {
                 return Ok(Served::Settled);
             }
             if self.make_room(&mut p.read_buf, &mut p.large).await {
@@ -302,12 +302,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         match read {
             Woke::Idle if p.large.is_some() => {
                 let timeout_ms = self.large_frame_timeout.as_millis();
-                crate::throttle::client_log!(warn, conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
+                crate::limits::throttle::client_log!(warn, conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
                 self.state.metrics.budget.frames_too_slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Err(Closing)
             }
             Woke::Idle => {
-                crate::throttle::client_log!(info, conn = self.id, "connection idle, closing it");
+                crate::limits::throttle::client_log!(info, conn = self.id, "connection idle, closing it");
                 Err(Closing)
             }
             Woke::Read(Ok(0)) => {
@@ -339,7 +339,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return Ok(Served::Ended),
                 Err(e) => {
-                    crate::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable frame, closing connection");
+                    crate::limits::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable frame, closing connection");
                     return Err(Closing);
                 }
             };
@@ -354,7 +354,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             let mut cmd = RemotingCommand::blank();
             if let Err(e) = p.headers.decode_into(frame, &mut cmd) {
-                crate::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
+                crate::limits::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
                 return Err(Closing);
             }
             if cmd.is_response() {
@@ -427,12 +427,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             Err(_) if large => {
                 let timeout_ms = limit.as_millis();
-                crate::throttle::client_log!(warn, conn = self.id, timeout_ms, "large reply not taken in time, closing connection");
+                crate::limits::throttle::client_log!(warn, conn = self.id, timeout_ms, "large reply not taken in time, closing connection");
                 self.state.metrics.budget.replies_not_taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Err(Closing)
             }
             Err(_) => {
-                crate::throttle::client_log!(info, conn = self.id, "peer takes no replies, closing the connection");
+                crate::limits::throttle::client_log!(info, conn = self.id, "peer takes no replies, closing the connection");
                 Err(Closing)
             }
         }
@@ -472,7 +472,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Waits, in arrival order, for `wanted` bytes of room. If this is the next registration of a broker that
     /// registered over this connection, the broker is marked alive meanwhile: it is not silent, the server
     /// is not reading it.
-    async fn wait_for_room(&self, read_buf: &[u8], wanted: usize) -> crate::budget::Charge {
+    async fn wait_for_room(&self, read_buf: &[u8], wanted: usize) -> crate::limits::budget::Charge {
         let _waiting = Waiting::count(&self.state.metrics.budget.waiting);
         let room = self.state.budget.requests.reserve(wanted);
         tokio::pin!(room);

@@ -19,9 +19,9 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use serde_json::{Map, Value, json};
 
-use crate::acl::{ACCESS_KEY, SIGNATURE};
+use crate::processor::acl::{ACCESS_KEY, SIGNATURE};
 use crate::error::shown;
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::protocol::codes::{request, response};
 use crate::remoting::RemotingCommand;
 
@@ -71,7 +71,7 @@ pub struct AuditLog {
     /// The file's writer thread, with `auditLogPath`.
     file: Option<SyncSender<String>>,
     metrics: Arc<Metrics>,
-    lines: crate::throttle::LineBudget,
+    lines: crate::limits::throttle::LineBudget,
 }
 
 /// Bytes of lines queued for the file (`rocketns_audit_queue_bytes`).
@@ -82,7 +82,7 @@ fn queued(metrics: &Metrics) -> &std::sync::atomic::AtomicI64 {
 impl AuditLog {
     /// To the ordinary log.
     pub fn to_log(metrics: Arc<Metrics>) -> Self {
-        AuditLog { file: None, metrics, lines: crate::throttle::LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE) }
+        AuditLog { file: None, metrics, lines: crate::limits::throttle::LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE) }
     }
 
     /// To the ordinary log when `path` is empty, else appended to the file at `path` (created if missing).

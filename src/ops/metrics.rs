@@ -301,7 +301,7 @@ impl Metrics {
             (
                 "rocketns_client_log_lines_dropped_total",
                 "Log lines about what clients did (malformed frames, refused signatures, slow frames) not written: over 50 a second.",
-                crate::throttle::client_lines().dropped.load(Ordering::Relaxed),
+                crate::limits::throttle::client_lines().dropped.load(Ordering::Relaxed),
             ),
             (
                 "rocketns_table_bodies_encoded_total",

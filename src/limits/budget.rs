@@ -62,7 +62,7 @@ pub struct MemoryBudget {
 
 impl MemoryBudget {
     /// Pools of `requests` and `replies` bytes; their gauges are the metrics' own.
-    pub fn new(requests: usize, replies: usize, metrics: &crate::metrics::Metrics) -> Self {
+    pub fn new(requests: usize, replies: usize, metrics: &crate::ops::metrics::Metrics) -> Self {
         let budget = MemoryBudget {
             requests: Pool::new(requests, metrics.budget.requests.clone()),
             replies: Pool::new(replies, metrics.budget.replies.clone()),
@@ -73,7 +73,7 @@ impl MemoryBudget {
     }
 
     /// The pools of `largeFrameBufferBytes` and `largeReplyBufferBytes`.
-    pub fn from_config(config: &crate::config::NamesrvConfig, metrics: &crate::metrics::Metrics) -> Self {
+    pub fn from_config(config: &crate::config::NamesrvConfig, metrics: &crate::ops::metrics::Metrics) -> Self {
         let bytes = |v: u64| usize::try_from(v).unwrap_or(MAX_POOL);
         MemoryBudget::new(bytes(config.large_frame_buffer_bytes), bytes(config.large_reply_buffer_bytes), metrics)
     }
