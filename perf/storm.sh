@@ -56,7 +56,7 @@ stop() {
 }
 
 storm() { # server scenario phase [hold]
-    local server=$1 scenario=$2 phase=$3 hold=${4:-} args gen
+    local server=$1 scenario=$2 phase=$3 hold=${4:-} args generator
     case $scenario in
         storm1000) args=(--brokers 1000 --topics 1000) ;;
         storm100k) args=(--brokers 50 --topics 100000 --shared-topics) ;;
@@ -64,11 +64,11 @@ storm() { # server scenario phase [hold]
     esac
     echo "== $server $scenario $phase"
     case $LAYOUT in
-        apart) gen=(taskset -c 0 target/release/rocketns-loadgen storm) ;;
-        probe) gen=(chrt --idle 0 taskset -c 1 target/release/rocketns-loadgen storm --lookup-cpu 0) ;;
+        apart) generator=(taskset -c 0 target/release/rocketns-loadgen storm) ;;
+        probe) generator=(chrt --idle 0 taskset -c 1 target/release/rocketns-loadgen storm --lookup-cpu 0) ;;
         *) echo "storm.sh: no layout \"$LAYOUT\"" >&2; exit 2 ;;
     esac
-    "${gen[@]}" --addr "127.0.0.1:$port" --server-pid "$pid" "${args[@]}" \
+    "${generator[@]}" --addr "127.0.0.1:$port" --server-pid "$pid" "${args[@]}" \
         --quiet "$QUIET" --after "$AFTER" --label "$scenario" ${hold:+--hold} > "$work/out" 2> "$work/err" &
     local gen=$!
     # With --hold the generator keeps its brokers connected after its summary, until the server stops.

@@ -66,7 +66,8 @@ impl RepeatedHeader {
 impl Kept {
     fn of(header: &[u8], cmd: &RemotingCommand, opaque: Range<usize>) -> Option<Kept> {
         let ext = cmd.ext_fields.as_ref()?;
-        if header.len() > KEPT_MAX || ext.len() > KEPT_FIELDS {
+        // A header without a topic (most that are not lookups) is not kept: said before listing its fields.
+        if header.len() > KEPT_MAX || ext.len() > KEPT_FIELDS || ext.get("topic").is_none() {
             return None;
         }
         let fields = ext.frame_spans()?;
