@@ -23,6 +23,8 @@
 
 // One unsafe call, sched_setscheduler in `lane` (rustix has no wrapper for it).
 #![deny(unsafe_code)]
+// Functions short enough to read at once (clippy.toml sets the limit: 60 lines).
+#![warn(clippy::too_many_lines)]
 
 /// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
 /// [`NamesrvConfig`] and the [`config`], [`cores`], [`lane`] and [`server`] modules), public with the `testing`

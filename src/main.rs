@@ -2,6 +2,8 @@
 
 // Two unsafe calls, the prctl and the allocator's collection below; the library forbids unsafe code altogether.
 #![deny(unsafe_code)]
+// Functions short enough to read at once (clippy.toml sets the limit: 60 lines).
+#![warn(clippy::too_many_lines)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,103 +50,115 @@ fn main() -> ExitCode {
     no_transparent_huge_pages();
     release_freed_memory_periodically();
     let cli = Cli::parse();
-    // The config decides the log's format, so it is read before logging starts, and read again once
-    // logging runs for its warnings (unknown keys, doubtful values) to be seen.
-    let load = || match &cli.config_file {
+    let config = match load_config(cli.config_file.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return failed(&e),
+    };
+    if cli.print_config {
+        print!("{}", config.effective().to_properties_text());
+        return ExitCode::SUCCESS;
+    }
+    let threads = match Threads::start() {
+        Ok(threads) => threads,
+        Err(e) => return failed(&e),
+    };
+    let code = threads.intake.block_on(serve(cli, config, &threads.lane, threads.lookups.cores()));
+    threads.stop();
+    code
+}
+
+fn failed(message: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("rocketns: {message}");
+    ExitCode::FAILURE
+}
+
+/// Reads and checks the `-c` file (the defaults without one), and starts logging. The config decides the
+/// log's format, so it is read before logging starts, and read again once logging runs for its warnings
+/// (unknown keys, doubtful values) to be seen.
+fn load_config(file: Option<&std::path::Path>) -> Result<NamesrvConfig, String> {
+    let load = || match file {
         Some(path) => NamesrvConfig::load_file(path),
         None => Ok(NamesrvConfig::default()),
     };
     let json_log = matches!(load(), Ok(c) if c.log_format == "json");
     init_logging(json_log);
-    let config = match load() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("rocketns: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Err(e) = config.validate() {
-        eprintln!("rocketns: {e}");
-        return ExitCode::FAILURE;
+    let config = load().map_err(|e| e.to_string())?;
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// The server's threads, by what they serve.
+struct Threads {
+    /// Settled connections' lookups: a single-threaded runtime a core, each connection on one of them for
+    /// the rest of its life (src/net/cores.rs says why not one multi-threaded runtime).
+    lookups: rocketns::cores::LookupThreads,
+    /// Everything but route lookups, at a lower priority (src/net/lane.rs); as many threads as cores, so
+    /// that it has them all when lookups leave them.
+    lane: rocketns::lane::WorkLane,
+    /// The main thread's runtime: connections are accepted, and served until they settle, here
+    /// (src/net/intake.rs), so that churn is not served beside the lookups of established connections.
+    intake: tokio::runtime::Runtime,
+}
+
+impl Threads {
+    fn start() -> Result<Self, String> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let lookups = rocketns::cores::LookupThreads::start(cores)
+            .map_err(|e| format!("cannot start the lookup threads: {e}"))?;
+        let lane = rocketns::lane::WorkLane::new(cores).map_err(|e| format!("cannot start the work lane: {e}"))?;
+        let intake = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the intake runtime: {e}"))?;
+        Ok(Threads { lookups, lane, intake })
     }
-    if cli.print_config {
-        print!("{}", config.effective().to_properties_text());
-        return ExitCode::SUCCESS;
+
+    /// The intake first; the others' threads wait for nothing then, and are stopped outside of any
+    /// runtime, as they must be.
+    fn stop(self) {
+        drop(self.intake);
+        drop(self.lookups);
+        drop(self.lane);
     }
-    // Settled connections' lookups: a single-threaded runtime a core, each connection on one of them for
-    // the rest of its life (src/net/cores.rs says why not one multi-threaded runtime).
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let lookup_threads = match rocketns::cores::LookupThreads::start(cores) {
-        Ok(threads) => threads,
+}
+
+/// Binds (or takes the sockets over), serves until SIGINT or SIGTERM, and says how it ended.
+async fn serve(
+    cli: Cli,
+    config: NamesrvConfig,
+    lane: &rocketns::lane::WorkLane,
+    lookups: std::sync::Arc<rocketns::cores::LookupCores>,
+) -> ExitCode {
+    let signals = match ShutdownSignals::install() {
+        Ok(s) => s,
+        Err(e) => return failed(&format!("cannot install signal handlers: {e}")),
+    };
+    let serialize_type = config.serialize_type.clone();
+    let properties = ClientProperties::from_defines(&cli.define);
+    let started = if cli.take_over {
+        NameServer::take_over(config, cli.config_file, properties).await
+    } else {
+        NameServer::bind_with(config, cli.config_file, properties).await
+    };
+    let server = match started {
+        Ok(s) => s.with_work_lane(lane).with_lookup_cores(lookups),
+        Err(e) => return failed(&e),
+    };
+    let addr = server.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    tracing::info!("The Name Server boot success. serializeType={}, address {addr}", serialize_type);
+    if let Some(metrics) = server.metrics_addr() {
+        tracing::info!("metrics, health and route dumps on http://{metrics}/metrics");
+    }
+    match server.run(signals.recv()).await {
+        Ok(()) => {
+            tracing::info!("The Name Server stopped");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("rocketns: cannot start the lookup threads: {e}");
-            return ExitCode::FAILURE;
+            tracing::error!(error = %e, "The Name Server stopped on a failure");
+            ExitCode::FAILURE
         }
-    };
-    // Everything but route lookups, at a lower priority (src/net/lane.rs); as many threads as cores, so that it
-    // has them all when lookups leave them.
-    let lane_runtime = match rocketns::lane::WorkLane::new(cores) {
-        Ok(lane) => lane,
-        Err(e) => {
-            eprintln!("rocketns: cannot start the work lane: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // Connections are accepted, and served until they settle, on the main thread (src/net/intake.rs): churn
-    // is not served beside the lookups of established connections.
-    let intake = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("rocketns: cannot start the intake runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let lookups = lookup_threads.cores();
-    let lane = &lane_runtime;
-    let serve = async move {
-        let signals = match ShutdownSignals::install() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("rocketns: cannot install signal handlers: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let serialize_type = config.serialize_type.clone();
-        let properties = ClientProperties::from_defines(&cli.define);
-        let started = if cli.take_over {
-            NameServer::take_over(config, cli.config_file.clone(), properties).await
-        } else {
-            NameServer::bind_with(config, cli.config_file.clone(), properties).await
-        };
-        let server = match started {
-            Ok(s) => s.with_work_lane(lane).with_lookup_cores(lookups),
-            Err(e) => {
-                eprintln!("rocketns: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let addr = server.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!("The Name Server boot success. serializeType={}, address {addr}", serialize_type);
-        if let Some(metrics) = server.metrics_addr() {
-            tracing::info!("metrics, health and route dumps on http://{metrics}/metrics");
-        }
-        match server.run(signals.recv()).await {
-            Ok(()) => {
-                tracing::info!("The Name Server stopped");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "The Name Server stopped on a failure");
-                ExitCode::FAILURE
-            }
-        }
-    };
-    let code = intake.block_on(serve);
-    drop(intake);
-    // Their threads wait for nothing now; they are stopped outside of any runtime, as they must be.
-    drop(lookup_threads);
-    drop(lane_runtime);
-    code
+    }
 }
 
 /// Logs go to stderr, so that `-p` output stays clean on stdout: as text, or with `logFormat=json` one

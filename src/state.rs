@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::time::Instant;
 
@@ -22,10 +23,8 @@ pub struct ServerState {
     pub started: Instant,
     /// Serializes config updates, so that two at once cannot lose one another.
     pub(crate) config_update: Arc<tokio::sync::Mutex<()>>,
-    /// Set when the server is stopping: newer clients are told to go away.
-    pub shutting_down: Arc<std::sync::atomic::AtomicBool>,
-    /// Set once a successor took the sockets over (`upgrade`): the changes it would not see are refused.
-    pub handed_over: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the server is in its life: read by every handler, changed by `service` only.
+    pub lifecycle: Arc<Lifecycle>,
     pub metrics: Arc<crate::ops::metrics::Metrics>,
     /// Signature checks, when `aclEnable` is on.
     pub access_control: Option<Arc<crate::processor::acl::AccessControl>>,
@@ -47,6 +46,35 @@ pub struct ServerState {
     pub lookups: Option<Arc<crate::net::cores::LookupCores>>,
     /// The pace of large replies (`largeReplyBytesPerSecond`).
     pub reply_pacer: Arc<crate::limits::throttle::BytePacer>,
+}
+
+/// Where the server is in its life, as handlers see it. Its fields are private: only the server's life
+/// (`service`) moves it on, through the crate-private methods below.
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    shutting_down: AtomicBool,
+    handed_over: AtomicBool,
+}
+
+impl Lifecycle {
+    /// Stopping: newer clients are told to go away, and brokers whose connections close stay registered
+    /// (they are saved for warm restart).
+    pub fn shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// A successor took the sockets over (`upgrade`): the changes it would not see are refused.
+    pub fn handed_over(&self) -> bool {
+        self.handed_over.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn stop(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn set_handed_over(&self, handed_over: bool) {
+        self.handed_over.store(handed_over, Ordering::Release);
+    }
 }
 
 /// Whole-table bodies encoded at once at most.
@@ -75,8 +103,7 @@ impl ServerState {
             config_file,
             started: Instant::now(),
             config_update: Default::default(),
-            shutting_down: Default::default(),
-            handed_over: Default::default(),
+            lifecycle: Default::default(),
             metrics: metrics.clone(),
             access_control: None,
             product_env: None,
@@ -92,7 +119,7 @@ impl ServerState {
 
     /// Serving routes: past the start-up wait (`needWaitForService`) and not shutting down.
     pub fn is_ready(&self) -> bool {
-        !self.shutting_down.load(std::sync::atomic::Ordering::Acquire) && !self.waiting_for_service()
+        !self.lifecycle.shutting_down() && !self.waiting_for_service()
     }
 
     pub(crate) fn waiting_for_service(&self) -> bool {

@@ -6,8 +6,6 @@
 //! - `/routes/{topic}`: the topic's TopicRouteData as standard JSON (404 when there is none);
 //! - `/cluster`: cluster info as standard JSON.
 
-use std::sync::atomic::Ordering;
-
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -42,46 +40,7 @@ fn json(mut body: Vec<u8>) -> Response {
 }
 
 async fn metrics(State(p): State<ServerState>) -> Response {
-    let snapshot = p.routes.load();
-    let c = &p.routes.counters;
-    let config = p.config.load();
-    let counters = [
-        ("rocketns_registrations_total", "REGISTER_BROKER requests applied.", c.registrations.load(Ordering::Relaxed)),
-        ("rocketns_expiries_total", "Brokers removed for silence.", c.expiries.load(Ordering::Relaxed)),
-        ("rocketns_snapshot_publishes_total", "Route snapshots published.", c.publishes.load(Ordering::Relaxed)),
-        (
-            "rocketns_min_broker_id_notices_dropped_total",
-            "905 notices dropped because the notifier's queue was full.",
-            c.notices_dropped.load(Ordering::Relaxed),
-        ),
-    ];
-    let gauges = [
-        ("rocketns_snapshot_version", "Version of the route snapshot being served.", snapshot.version as i64),
-        ("rocketns_topics", "Topics in the route table.", snapshot.topics.len() as i64),
-        ("rocketns_brokers", "Broker groups (broker names).", snapshot.brokers.len() as i64),
-        ("rocketns_clusters", "Clusters.", snapshot.clusters.len() as i64),
-        ("rocketns_live_brokers", "Broker addresses with a live heartbeat entry.", p.routes.liveness.len() as i64),
-        ("rocketns_kv_entries", "KV config entries.", p.kv.entry_count() as i64),
-        ("rocketns_ready", "1 while routes are served (/readyz), 0 during needWaitForService and shutdown.", i64::from(p.is_ready())),
-        (
-            "rocketns_server_max_connections",
-            "serverMaxConnections: connections beyond it are closed on accept.",
-            i64::try_from(config.server_max_connections).unwrap_or(i64::MAX),
-        ),
-    ];
-    let mut text = p.metrics.render(&counters, &gauges);
-    if let Some(cores) = &p.lookups {
-        let live = cores.connections();
-        let names: Vec<String> = (0..live.len()).map(|core| core.to_string()).collect();
-        let values: Vec<(&str, i64)> = names.iter().map(String::as_str).zip(live.iter().map(|&n| n as i64)).collect();
-        crate::ops::metrics::write_labelled_gauge(
-            &mut text,
-            "rocketns_lookup_core_connections",
-            "Settled connections served by each lookup thread (src/net/cores.rs).",
-            "core",
-            &values,
-        );
-    }
+    let text = crate::ops::exposition::render(&p);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -1,10 +1,9 @@
-//! What the server counts, and its Prometheus text rendering (served by `http`).
+//! What the server counts (rendered for Prometheus by `exposition`).
 //!
 //! Counting stays off shared cache lines: a connection tallies its requests locally and adds them once per
 //! batch to its worker thread's own shard of the counters (each shard on cache lines of its own); lookup
 //! latency is sampled (one lookup in 16) into the same shard. Only rendering reads every shard.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -221,173 +220,44 @@ impl Metrics {
         shard.latency_sum_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    /// The counters in Prometheus text format, followed by `gauges` (name, help, value).
-    pub fn render(&self, counters: &[(&str, &str, u64)], gauges: &[(&str, &str, i64)]) -> String {
-        let mut out = String::with_capacity(4096);
-        out.push_str("# HELP rocketns_requests_total Requests answered, by request code and result.\n");
-        out.push_str("# TYPE rocketns_requests_total counter\n");
+    /// Requests answered, summed over the shards: (request code, or `None` for the others; result; count)
+    /// for each count that is not zero, codes in `CODES`'s order, success before error.
+    pub fn request_counts(&self) -> Vec<(Option<i32>, &'static str, u64)> {
+        let mut counts = Vec::new();
         for i in 0..SLOTS {
-            let code = CODES.get(i).map(|c| c.to_string()).unwrap_or_else(|| "other".into());
-            for (r, result) in ["success", "error"].iter().enumerate() {
+            for (r, result) in ["success", "error"].into_iter().enumerate() {
                 let n = self.sum(|s| &s.requests[i][r]);
                 if n > 0 {
-                    let _ = writeln!(out, "rocketns_requests_total{{code=\"{code}\",result=\"{result}\"}} {n}");
+                    counts.push((CODES.get(i).copied(), result, n));
                 }
             }
         }
-        out.push_str("# HELP rocketns_lookup_latency_seconds Time to answer GET_ROUTEINFO_BY_TOPIC inside the server (1 in 16 sampled).\n");
-        out.push_str("# TYPE rocketns_lookup_latency_seconds histogram\n");
+        counts
+    }
+
+    /// The sampled lookup latencies, summed over the shards.
+    pub fn lookup_latency(&self) -> LatencyHistogram {
         let mut cumulative = 0;
-        for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
-            cumulative += self.sum(|s| &s.latency_buckets[i]);
-            let _ =
-                writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"{}\"}} {cumulative}", *bound as f64 / 1e6);
-        }
-        let count = self.sum(|s| &s.latency_count);
-        let _ = writeln!(out, "rocketns_lookup_latency_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "rocketns_lookup_latency_seconds_sum {}", self.sum(|s| &s.latency_sum_ns) as f64 / 1e9);
-        let _ = writeln!(out, "rocketns_lookup_latency_seconds_count {count}");
-        self.budget.render(&mut out);
-        let f = &self.file_write_failures;
-        write_labelled_counter(
-            &mut out,
-            "rocketns_file_write_failures_total",
-            "Writes of the server's files that failed: kv (kvConfigPath; the change was refused), config (the -c file, on UPDATE_NAMESRV_CONFIG; the update was refused), routes (the warm-restart route file; tried again next period).",
-            "file",
-            &[("kv", &f.kv), ("config", &f.config), ("routes", &f.routes)],
-        );
-        let o = &self.outbound;
-        write_labelled_counter(
-            &mut out,
-            "rocketns_min_broker_id_notifications_total",
-            "NOTIFY_MIN_BROKER_ID_CHANGE (905) sends to brokers (notifyMinBrokerIdChanged), by result.",
-            "result",
-            &[("sent", &o.notices_sent), ("failed", &o.notices_failed)],
-        );
-        write_labelled_counter(
-            &mut out,
-            "rocketns_cluster_test_lookups_total",
-            "Route lookups asked of the product environment's NameServer (clusterTest), by result.",
-            "result",
-            &[
-                ("found", &o.product_found),
-                ("not_found", &o.product_not_found),
-                ("failed", &o.product_failed),
-                ("busy", &o.product_busy),
-            ],
-        );
-        let a = &self.audit;
-        write_labelled_counter(
-            &mut out,
-            "rocketns_audit_events_total",
-            "Audited requests (state changes other than a broker's own registration), by outcome.",
-            "outcome",
-            &[("success", &a.succeeded), ("refused", &a.refused)],
-        );
-        let connections_total = self.connections_total.load(Ordering::Relaxed);
-        let connections = self.connections.load(Ordering::Relaxed);
-        let all_counters = [
-            ("rocketns_connections_total", "Connections accepted.", connections_total),
-            (
-                "rocketns_connections_settled_total",
-                "Connections moved from the intake, where they were accepted, to the threads that answer lookups: once settled (16 requests or 1 s open).",
-                self.connections_settled.load(Ordering::Relaxed),
-            ),
-            (
-                "rocketns_connections_refused_total",
-                "Connections closed as soon as accepted because serverMaxConnections were open.",
-                self.connections_refused.load(Ordering::Relaxed),
-            ),
-            (
-                "rocketns_client_log_lines_dropped_total",
-                "Log lines about what clients did (malformed frames, refused signatures, slow frames) not written: over 50 a second.",
-                crate::limits::throttle::client_lines().dropped.load(Ordering::Relaxed),
-            ),
-            (
-                "rocketns_table_bodies_encoded_total",
-                "Whole-table reply bodies (cluster info, topic lists) encoded: once per kind and route snapshot, shared by every request for it.",
-                self.table_bodies_encoded.load(Ordering::Relaxed),
-            ),
-            (
-                "rocketns_audit_lines_lost_total",
-                "Audit lines not written to auditLogPath: no room in its queue, or the write failed.",
-                a.lost.load(Ordering::Relaxed),
-            ),
-        ];
-        for (name, help, value) in all_counters.iter().chain(counters) {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
-        }
-        let all_gauges = [("rocketns_connections", "Connections open.", connections)];
-        for (name, help, value) in all_gauges.iter().chain(gauges) {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
-        }
-        out
-    }
-}
-
-impl BudgetCounters {
-    fn render(&self, out: &mut String) {
-        let load = |gauge: &AtomicI64| gauge.load(Ordering::Relaxed);
-        write_labelled(
-            out,
-            ("rocketns_memory_budget_bytes", "gauge"),
-            "Bytes held in the memory budget's pools: requests (large frames, registration bodies being decoded, parsed registrations waiting for the route writer; largeFrameBufferBytes) and replies (large reply bodies not yet taken; largeReplyBufferBytes).",
-            "pool",
-            &[("requests", load(&self.requests)), ("replies", load(&self.replies))],
-        );
-        write_labelled(
-            out,
-            ("rocketns_memory_budget_capacity_bytes", "gauge"),
-            "The size of each pool of the memory budget.",
-            "pool",
-            &[("requests", load(&self.requests_capacity)), ("replies", load(&self.replies_capacity))],
-        );
-        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as i64;
-        write_labelled(
-            out,
-            ("rocketns_large_frames_refused_total", "counter"),
-            "Connections closed because a frame over 16 KiB was not complete (too_slow), or a large reply was not taken by the peer (reply_not_taken), within largeFrameTimeoutMillis of getting room.",
-            "reason",
-            &[("too_slow", count(&self.frames_too_slow)), ("reply_not_taken", count(&self.replies_not_taken))],
-        );
-        write_labelled(
-            out,
-            ("rocketns_registration_bodies_refused_total", "counter"),
-            "REGISTER_BROKER requests refused because decoding their body needs more memory than largeFrameBufferBytes (too_large), or more than their share while the pool was full (no_room).",
-            "reason",
-            &[("too_large", count(&self.bodies_too_large)), ("no_room", count(&self.bodies_no_room))],
-        );
-        let gauges = [
-            (
-                "rocketns_large_frames_waiting",
-                "Connections whose frame over 16 KiB waits for room in the requests pool (not read meanwhile).",
-                load(&self.waiting),
-            ),
-            ("rocketns_audit_queue_bytes", "Bytes of audit lines waiting to be written to auditLogPath.", load(&self.audit_queued)),
-        ];
-        for (name, help, value) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        let buckets = (LATENCY_BUCKETS_US.iter().enumerate())
+            .map(|(i, bound)| {
+                cumulative += self.sum(|s| &s.latency_buckets[i]);
+                (*bound, cumulative)
+            })
+            .collect();
+        LatencyHistogram {
+            buckets,
+            count: self.sum(|s| &s.latency_count),
+            sum: Duration::from_nanos(self.sum(|s| &s.latency_sum_ns)),
         }
     }
 }
 
-/// A counter family with one label: its HELP and TYPE lines, then a line per value of the label.
-fn write_labelled_counter(out: &mut String, name: &str, help: &str, label: &str, values: &[(&str, &AtomicU64)]) {
-    let values: Vec<(&str, i64)> = values.iter().map(|(v, n)| (*v, n.load(Ordering::Relaxed) as i64)).collect();
-    write_labelled(out, (name, "counter"), help, label, &values);
-}
-
-/// A gauge family with one label, for what the server state knows and the counters do not (`http.rs`).
-pub fn write_labelled_gauge(out: &mut String, name: &str, help: &str, label: &str, values: &[(&str, i64)]) {
-    write_labelled(out, (name, "gauge"), help, label, values);
-}
-
-/// A family of one type with one label: its HELP and TYPE lines, then a line per value of the label.
-fn write_labelled(out: &mut String, (name, kind): (&str, &str), help: &str, label: &str, values: &[(&str, i64)]) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for (value, n) in values {
-        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {n}");
-    }
+/// Sampled lookup latencies as Prometheus counts them.
+pub struct LatencyHistogram {
+    /// Each bucket's upper bound in microseconds, and the lookups at most that long.
+    pub buckets: Vec<(u64, u64)>,
+    pub count: u64,
+    pub sum: Duration,
 }
 
 #[cfg(test)]
@@ -415,12 +285,10 @@ mod tests {
         let used = m.shards.iter().filter(|s| s.requests[slot(105)].iter().any(|n| n.load(Ordering::Relaxed) > 0));
         assert_eq!(used.count(), 2);
         m.record_lookup_latency(Duration::from_micros(30));
-        let text = m.render(&[("rocketns_x_total", "x", 3)], &[("rocketns_topics", "t", 7)]);
-        assert!(text.contains("rocketns_requests_total{code=\"105\",result=\"success\"} 2\n"), "{text}");
-        assert!(text.contains("rocketns_requests_total{code=\"105\",result=\"error\"} 1\n"));
-        assert!(text.contains("rocketns_requests_total{code=\"other\",result=\"error\"} 1\n"));
-        assert!(text.contains("rocketns_lookup_latency_seconds_bucket{le=\"0.00002\"} 0\n"));
-        assert!(text.contains("rocketns_lookup_latency_seconds_bucket{le=\"0.00005\"} 1\n"));
-        assert!(text.contains("rocketns_x_total 3\n") && text.contains("rocketns_topics 7\n"));
+        let requests = m.request_counts();
+        assert_eq!(requests, [(Some(105), "success", 2), (Some(105), "error", 1), (None, "error", 1)]);
+        let latency = m.lookup_latency();
+        assert!(latency.buckets.contains(&(20, 0)) && latency.buckets.contains(&(50, 1)), "{:?}", latency.buckets);
+        assert_eq!((latency.count, latency.sum), (1, Duration::from_micros(30)));
     }
 }

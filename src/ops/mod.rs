@@ -1,10 +1,12 @@
-//! What operators see: `metrics` (the counters and their Prometheus text), `http` (the operator's port:
-//! metrics, health, readiness, route dumps) and `audit` (the audit log of writes).
+//! What operators see: `metrics` (the counters), `exposition` (their Prometheus text, where every metric
+//! is named), `http` (the operator's port: metrics, health, readiness, route dumps) and `audit` (the audit
+//! log of writes).
 //!
 //! `metrics` is a sink that `limits`, `net`, `outbound`, `service` and the shared state count into; `http`
 //! reads the server's state. Nothing in `route/`, `protocol/` or `remoting/` uses this folder: the route
 //! table and the wire codec know nothing of what operators see.
 
 pub mod audit;
+pub mod exposition;
 pub mod http;
 pub mod metrics;

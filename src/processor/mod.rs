@@ -57,8 +57,8 @@ pub fn dispatch_lookup(state: &ServerState, req: &RemotingCommand, caller: Calle
     let ordinary = req.code == request::GET_ROUTEINFO_BY_TOPIC
         && state.access_control.is_none()
         && state.product_env.is_none()
-        && !state.shutting_down.load(std::sync::atomic::Ordering::Acquire)
-        && !state.handed_over.load(std::sync::atomic::Ordering::Acquire);
+        && !state.lifecycle.shutting_down()
+        && !state.lifecycle.handed_over();
     if !ordinary {
         return None;
     }
@@ -145,11 +145,11 @@ async fn answer(
     room: RequestRoom,
 ) -> Result<Option<RemotingCommand>, RequestError> {
     // Java tells clients newer than 5.3.1 to go away while it shuts down; they switch NameServer.
-    if req.version > version::V5_3_1 && state.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+    if req.version > version::V5_3_1 && state.lifecycle.shutting_down() {
         return Ok(Some(RemotingCommand::response(response::GO_AWAY, Some("please go away".into()))));
     }
     // After a take-over the new process has read the KV store and routes; a change here would be lost.
-    if state.handed_over.load(std::sync::atomic::Ordering::Acquire) && crate::ops::audit::audited(req.code).is_some() {
+    if state.lifecycle.handed_over() && crate::ops::audit::audited(req.code).is_some() {
         return Err(RequestError::ShuttingDown);
     }
     if let Some(acl) = &state.access_control {

@@ -44,9 +44,12 @@ const RETIRED_RECHECK: std::time::Duration = std::time::Duration::from_millis(10
 /// Answered with a count (topics touched) once the change is visible.
 pub type Done = oneshot::Sender<usize>;
 
+/// What a registration is answered.
+pub type Registered = Result<RegisterResult, RegisterError>;
+
 pub enum RouteMutation {
     /// With the room its parsed body holds in the memory budget, given back once the batch is applied.
-    Register(Box<BrokerRegistration>, oneshot::Sender<Result<RegisterResult, RegisterError>>, Charge),
+    Register(Box<BrokerRegistration>, oneshot::Sender<Registered>, Charge),
     Unregister(UnregisterRequest),
     RegisterTopic {
         topic: String,
@@ -354,61 +357,9 @@ impl WriterState {
         }
         let current = self.snapshot.load_full();
         let mut builder = RouteBuilder::new(&current, &mut self.index, &self.liveness);
-        let mut register_replies = Vec::new();
-        let mut done_replies = Vec::new();
-        // The parsed registrations' room, given back with them once the batch is applied.
-        let mut applied = Vec::new();
+        let mut answers = Answers::default();
         for m in batch {
-            match m {
-                RouteMutation::Register(r, reply, held) => {
-                    self.counters.registrations.fetch_add(1, Ordering::Relaxed);
-                    register_replies.push((reply, builder.register_broker(&r)));
-                    applied.push((r, held));
-                }
-                RouteMutation::Unregister(req) => {
-                    self.pending_unregisters.fetch_sub(1, Ordering::AcqRel);
-                    builder.unregister_broker(&req);
-                }
-                RouteMutation::RegisterTopic { topic, queue_datas, done } => {
-                    builder.register_topic(&topic, queue_datas);
-                    done_replies.push((done, 0));
-                }
-                RouteMutation::WritePerm { broker_name, wipe, done } => {
-                    done_replies.push((done, builder.operate_write_perm(&broker_name, wipe)));
-                }
-                RouteMutation::DeleteTopic { topic, cluster, done } => {
-                    builder.delete_topic(&topic, cluster.as_deref());
-                    done_replies.push((done, 0));
-                }
-                RouteMutation::OrderTopicConf { topic, value, done } => {
-                    builder.set_order_topic_conf(&topic, value.as_deref());
-                    done_replies.push((done, 0));
-                }
-                RouteMutation::SetConfig { config, done } => {
-                    builder.set_config(config);
-                    done_replies.push((done, 0));
-                }
-                RouteMutation::ConnectionClosed(conn) => {
-                    for key in builder.live().registered_over(conn) {
-                        unregister_by_address(&mut builder, &key);
-                    }
-                }
-                RouteMutation::Expire { key, now } => {
-                    if builder.live().get(&key).is_some_and(|info| info.is_expired(now)) {
-                        tracing::warn!(
-                            cluster = %crate::error::shown(&key.cluster, 256),
-                            broker = %crate::error::shown(&key.addr, 256),
-                            "broker expired, removing it"
-                        );
-                        self.counters.expiries.fetch_add(1, Ordering::Relaxed);
-                        unregister_by_address(&mut builder, &key);
-                    }
-                }
-                // Split off by `apply_batch` before a batch gets here.
-                RouteMutation::RoutesToSave(_) => {}
-                #[cfg(test)]
-                RouteMutation::Panic => panic!("a fault planted in the batch"),
-            }
+            apply_mutation(&mut builder, m, &self.counters, &self.pending_unregisters, &mut answers);
         }
         // The batch's snapshot first, then its liveness changes, then the replies: whoever is answered sees
         // both (liveness.rs says why the moment between the two is harmless).
@@ -428,13 +379,88 @@ impl WriterState {
                 }
             }
         }
-        drop(applied);
-        for (reply, result) in register_replies {
+        answers.send();
+    }
+}
+
+/// What a batch owes its senders once its snapshot is published.
+#[derive(Default)]
+struct Answers {
+    registrations: Vec<(oneshot::Sender<Registered>, Registered)>,
+    done: Vec<(Done, usize)>,
+    /// The parsed registrations, whose room in the memory budget is given back with them.
+    applied: Vec<(Box<BrokerRegistration>, Charge)>,
+}
+
+impl Answers {
+    fn send(self) {
+        drop(self.applied);
+        for (reply, result) in self.registrations {
             let _ = reply.send(result);
         }
-        for (done, count) in done_replies {
+        for (done, count) in self.done {
             let _ = done.send(count);
         }
+    }
+}
+
+/// Applies one mutation of a batch to the snapshot being built, noting what its sender is owed.
+fn apply_mutation(
+    builder: &mut RouteBuilder<'_>,
+    m: RouteMutation,
+    counters: &RouteCounters,
+    pending_unregisters: &AtomicUsize,
+    answers: &mut Answers,
+) {
+    match m {
+        RouteMutation::Register(r, reply, held) => {
+            counters.registrations.fetch_add(1, Ordering::Relaxed);
+            answers.registrations.push((reply, builder.register_broker(&r)));
+            answers.applied.push((r, held));
+        }
+        RouteMutation::Unregister(req) => {
+            pending_unregisters.fetch_sub(1, Ordering::AcqRel);
+            builder.unregister_broker(&req);
+        }
+        RouteMutation::RegisterTopic { topic, queue_datas, done } => {
+            builder.register_topic(&topic, queue_datas);
+            answers.done.push((done, 0));
+        }
+        RouteMutation::WritePerm { broker_name, wipe, done } => {
+            answers.done.push((done, builder.operate_write_perm(&broker_name, wipe)));
+        }
+        RouteMutation::DeleteTopic { topic, cluster, done } => {
+            builder.delete_topic(&topic, cluster.as_deref());
+            answers.done.push((done, 0));
+        }
+        RouteMutation::OrderTopicConf { topic, value, done } => {
+            builder.set_order_topic_conf(&topic, value.as_deref());
+            answers.done.push((done, 0));
+        }
+        RouteMutation::SetConfig { config, done } => {
+            builder.set_config(config);
+            answers.done.push((done, 0));
+        }
+        RouteMutation::ConnectionClosed(conn) => {
+            for key in builder.live().registered_over(conn) {
+                unregister_by_address(builder, &key);
+            }
+        }
+        RouteMutation::Expire { key, now } => {
+            if builder.live().get(&key).is_some_and(|info| info.is_expired(now)) {
+                tracing::warn!(
+                    cluster = %crate::error::shown(&key.cluster, 256),
+                    broker = %crate::error::shown(&key.addr, 256),
+                    "broker expired, removing it"
+                );
+                counters.expiries.fetch_add(1, Ordering::Relaxed);
+                unregister_by_address(builder, &key);
+            }
+        }
+        // Split off by `apply_batch` before a batch gets here.
+        RouteMutation::RoutesToSave(_) => {}
+        #[cfg(test)]
+        RouteMutation::Panic => panic!("a fault planted in the batch"),
     }
 }
 

@@ -1,10 +1,13 @@
-//! The server's life, as Java's `NamesrvController` runs it: `server` binds the port, starts the route
-//! writer, the housekeeping and the operator's port, accepts connections and supervises every task;
+//! The server's life, as Java's `NamesrvController` runs it: `server` binds the port, accepts connections
+//! until it is stopped and shuts down; `supervised` starts and watches the tasks the routes depend on (the
+//! route writer, the housekeeping, the operator's port); `accept` admits and serves each connection;
 //! `housekeeping` is the periodic work (the expiry scan, the route saver, a closed connection's clean-up);
 //! `upgrade` hands the listening sockets to a new process.
 //!
 //! The top layer: it may use every other module, and none uses it (the binary and embedders do).
 
+mod accept;
 pub mod housekeeping;
 pub mod server;
+mod supervised;
 pub mod upgrade;

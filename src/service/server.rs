@@ -5,23 +5,21 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
+use tokio::net::TcpListener;
 
-use crate::processor::acl::AccessControl;
 use crate::config::{ClientProperties, NamesrvConfig};
-use crate::net::connection::Connection;
-use crate::service::housekeeping;
-use crate::store::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
+use crate::net::tls::TlsServer;
 use crate::outbound::product_env::ProductEnv;
+use crate::processor::acl::AccessControl;
 use crate::processor::route_config;
-use crate::route::{ConnId, RouteSnapshot, RouteWriter, route_table};
-use crate::state::ServerState;
-use crate::net::tls::{Accepted, TlsServer};
+use crate::route::{RouteSnapshot, RouteWriter, route_table};
+use crate::service::accept::Connections;
+use crate::service::supervised::{Supervised, optional};
 use crate::service::upgrade::{HandedOver, Predecessor, UpgradeListener};
+use crate::state::ServerState;
+use crate::store::kvconfig::{KvConfigStore, KvError, ORDER_TOPIC_CONFIG};
 
 /// Why the server stopped serving on its own, before it was asked to.
 #[derive(Debug, thiserror::Error)]
@@ -208,277 +206,100 @@ impl NameServer {
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor, state, mut writer } =
-            self;
+        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor, state, writer } = self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
-        // The writer's batches (a restart storm's snapshots of a million routes), the saves and the scans
-        // run on the work lane and its blocking pool: on the runtime `run` runs on, their threads took a
-        // lookup's core for milliseconds at a time.
-        let background = state.lane.clone().unwrap_or_else(tokio::runtime::Handle::current);
-        let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
-            let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
-            writer.send_min_broker_id_changes(sink);
-            background.spawn(crate::outbound::notify::run(notices, state.metrics.clone()))
-        });
-        let mut tasks = Supervised {
-            writer: background.spawn(writer.run()),
-            scan: background.spawn(housekeeping::scan_inactive_brokers(state.routes.clone(), state.config.clone())),
-            saver: background.spawn(housekeeping::save_routes_periodically(
-                state.routes.clone(),
-                state.config.clone(),
-                state.metrics.clone(),
-                saver_stop,
-            )),
-            http: metrics_listener.map(|l| tokio::spawn(crate::ops::http::serve(l, state.clone()))),
-            notifier,
-        };
-        let mut connections = tokio::task::JoinSet::new();
-        let next_id = AtomicU64::new(1);
-        tokio::pin!(shutdown);
+        let mut tasks = Supervised::start(&state, writer, metrics_listener, saver_stop);
         if let Some(predecessor) = predecessor
             && let Err(e) = predecessor.serving()
         {
             tracing::warn!(error = %e, "could not tell the process taken over from that this one serves");
         }
-        // A successor that has the sockets and is starting.
-        let mut handed: Option<std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>> = None;
-        let stopped = loop {
-            let (stream, peer) = tokio::select! {
-                _ = &mut shutdown => break Stopped::Asked,
-                failure = tasks.ended() => break Stopped::Failed(failure),
-                successor = crate::service::upgrade::next_successor(upgrade.as_ref()), if handed.is_none() => {
-                    match crate::service::upgrade::hand_over(successor, &state, &listener, metrics_socket.as_ref()).await {
-                        Ok(successor) => handed = Some(Box::pin(HandedOver::serving(successor))),
-                        Err(e) => tracing::error!(error = %e, "the take-over failed, serving on"),
-                    }
-                    continue;
-                }
-                serving = optional(&mut handed) => match serving {
-                    Ok(()) => break Stopped::HandedOver,
-                    Err(e) => {
-                        handed = None;
-                        crate::service::upgrade::resume(&state);
-                        tracing::error!(error = %e, "the new process did not start, serving on");
-                        continue;
-                    }
-                },
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // Out of file descriptors and the like: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            let limit = state.config.load().server_max_connections;
-            if state.metrics.connections.load(Ordering::Relaxed).max(0) as u64 >= limit {
-                state.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%peer, limit, "connection limit reached, closing the new connection");
-                drop(stream);
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            set_buffer_sizes(&stream, &state.config.load());
-            let id = next_id.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(conn = id, %peer, "connection accepted");
-            // Taken before the task starts, so that the limit holds for a burst of accepts.
-            let slot = ConnectionSlot::take(&state, id);
-            let state = state.clone();
-            let tls = tls.clone();
-            connections.spawn(async move {
-                // The whole slot moves into the task (a closure would capture only the field it assigns).
-                let mut slot = slot;
-                slot.broker_registered = serve_connection(stream, tls.as_deref(), id, peer, state).await;
-                tracing::debug!(conn = id, %peer, "connection closed");
-            });
-            reap_finished(&mut connections);
-        };
+        let mut connections = Connections::new(state.clone(), tls);
+        let sockets = Sockets { listener: &listener, metrics: metrics_socket.as_ref(), upgrade: upgrade.as_ref() };
+        let stopped = accept_until_stopped(sockets, &state, &mut connections, &mut tasks, shutdown).await;
         drop(listener);
-        state.shutting_down.store(true, Ordering::Release);
+        state.lifecycle.stop();
         match stopped {
             Stopped::Failed(failure) => {
                 tracing::error!(error = %failure, "stopping: the routes can no longer be kept");
-                connections.shutdown().await;
+                connections.close().await;
                 tasks.abort();
                 return Err(failure);
             }
             Stopped::HandedOver => {
-                // The successor serves the metrics port and writes the route file from now on.
-                tasks.saver.abort();
-                if let Some(http) = &tasks.http {
-                    http.abort();
-                }
+                tasks.hand_over();
                 drop(metrics_socket);
             }
             Stopped::Asked => {}
         }
-        let config = state.config.load_full();
-        let grace = if config.enable_shutdown_gracefully {
-            Duration::from_secs(config.shutdown_wait_time_seconds.max(0) as u64)
-        } else {
-            Duration::from_millis(500)
-        };
-        // Finished connection tasks not reaped yet are not open connections.
-        reap_finished(&mut connections);
-        tracing::info!(grace_ms = grace.as_millis() as u64, connections = connections.len(), "shutting down");
-        let _ = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
-        // The saver writes the file a last time and returns; never cut short in the middle of a write.
+        connections.drain(grace_period(&state.config.load())).await;
+        // The saver writes the file a last time and returns.
         let _ = stop_saver.send(());
-        match (&mut tasks.saver).await {
-            Err(e) if !e.is_cancelled() => tracing::error!(error = %e, "the route snapshot saver failed at shutdown"),
-            _ => {}
-        }
-        connections.shutdown().await;
+        tasks.saved().await;
+        connections.close().await;
         tasks.abort();
         Ok(())
     }
 }
 
-/// The background tasks the server depends on, watched while it serves.
-struct Supervised {
-    writer: JoinHandle<()>,
-    scan: JoinHandle<()>,
-    saver: JoinHandle<()>,
-    /// The metrics and health port, when configured: an operator's probes and scrapes depend on it.
-    http: Option<JoinHandle<()>>,
-    /// The 905 notifier, with `notifyMinBrokerIdChanged`.
-    notifier: Option<JoinHandle<()>>,
+/// The sockets the accept loop serves, and those it hands to a successor.
+struct Sockets<'a> {
+    listener: &'a TcpListener,
+    /// The metrics port's socket, handed over with the remoting port's.
+    metrics: Option<&'a OwnedFd>,
+    /// Where a successor asks for them.
+    upgrade: Option<&'a UpgradeListener>,
 }
 
-impl Supervised {
-    /// Waits until one of them ends, which none should while the server serves, and says which and why.
-    /// Cancel-safe: it only polls the join handles.
-    async fn ended(&mut self) -> ServeError {
+/// Accepts connections until `shutdown` completes, a supervised task ends or a successor has taken the
+/// sockets over and serves.
+async fn accept_until_stopped(
+    sockets: Sockets<'_>,
+    state: &ServerState,
+    connections: &mut Connections,
+    tasks: &mut Supervised,
+    shutdown: impl Future<Output = ()>,
+) -> Stopped {
+    tokio::pin!(shutdown);
+    // A successor that has the sockets and is starting.
+    let mut handed: Option<std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>> = None;
+    loop {
         tokio::select! {
-            ended = &mut self.writer => task_ended("route writer", ended),
-            ended = &mut self.scan => task_ended("expiry scan", ended),
-            ended = &mut self.saver => task_ended("route snapshot saver", ended),
-            ended = optional(&mut self.http) => task_ended("metrics HTTP server", ended),
-            ended = optional(&mut self.notifier) => task_ended("905 notifier", ended),
-        }
-    }
-
-    fn abort(&self) {
-        self.writer.abort();
-        self.scan.abort();
-        self.saver.abort();
-        for task in self.http.iter().chain(&self.notifier) {
-            task.abort();
-        }
-    }
-}
-
-/// A task or future that may not be there: never ends when it is not.
-async fn optional<F: Future + Unpin>(task: &mut Option<F>) -> F::Output {
-    match task {
-        Some(task) => task.await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A background task ended while the server was serving: with its panic, if it panicked.
-fn task_ended(task: &'static str, ended: Result<(), tokio::task::JoinError>) -> ServeError {
-    let reason = match ended {
-        Ok(()) => "it returned".to_string(),
-        Err(e) if e.is_panic() => format!("it panicked: {}", panic_message(e.into_panic())),
-        Err(e) => e.to_string(),
-    };
-    ServeError::TaskEnded { task, reason }
-}
-
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
-}
-
-/// Reaps the connection tasks that ended, logging any that panicked.
-fn reap_finished(connections: &mut tokio::task::JoinSet<()>) {
-    while let Some(ended) = connections.try_join_next() {
-        if let Err(e) = ended
-            && e.is_panic()
-        {
-            tracing::error!(panic = %panic_message(e.into_panic()), "a connection task panicked; its connection is closed");
+            _ = &mut shutdown => return Stopped::Asked,
+            failure = tasks.ended() => return Stopped::Failed(failure),
+            successor = crate::service::upgrade::next_successor(sockets.upgrade), if handed.is_none() => {
+                match crate::service::upgrade::hand_over(successor, state, sockets.listener, sockets.metrics).await {
+                    Ok(successor) => handed = Some(Box::pin(HandedOver::serving(successor))),
+                    Err(e) => tracing::error!(error = %e, "the take-over failed, serving on"),
+                }
+            }
+            serving = optional(&mut handed) => match serving {
+                Ok(()) => return Stopped::HandedOver,
+                Err(e) => {
+                    handed = None;
+                    crate::service::upgrade::resume(state);
+                    tracing::error!(error = %e, "the new process did not start, serving on");
+                }
+            },
+            accepted = sockets.listener.accept() => match accepted {
+                Ok((stream, peer)) => connections.admit(stream, peer),
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
         }
     }
 }
 
-/// One accepted connection's place in the connection gauge (which the connection limit reads), and the
-/// removal of the brokers that registered over it: both on drop, so also when its task panics or is
-/// aborted. A connection that ended normally says whether a broker registered over it; one that panicked
-/// may have had one, so its brokers are looked for (the writer finds none if there are none).
-struct ConnectionSlot {
-    id: ConnId,
-    metrics: Arc<crate::ops::metrics::Metrics>,
-    routes: crate::route::RouteHandle,
-    shutting_down: Arc<std::sync::atomic::AtomicBool>,
-    broker_registered: bool,
-}
-
-impl ConnectionSlot {
-    fn take(state: &ServerState, id: ConnId) -> Self {
-        state.metrics.connections.fetch_add(1, Ordering::Relaxed);
-        state.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
-        ConnectionSlot {
-            id,
-            metrics: state.metrics.clone(),
-            routes: state.routes.clone(),
-            shutting_down: state.shutting_down.clone(),
-            broker_registered: true,
-        }
-    }
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.metrics.connections.fetch_sub(1, Ordering::Relaxed);
-        // Connections that end during shutdown leave their brokers registered: they are saved for warm
-        // restart and will come back.
-        if self.broker_registered
-            && !self.shutting_down.load(Ordering::Acquire)
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let (routes, id) = (self.routes.clone(), self.id);
-            runtime.spawn(async move { housekeeping::on_connection_closed(&routes, id).await });
-        }
-    }
-}
-
-/// Serves one accepted connection, in TLS if it starts a handshake and TLS is on; returns whether a broker
-/// registered over it.
-async fn serve_connection(
-    stream: TcpStream,
-    tls: Option<&TlsServer>,
-    id: u64,
-    peer: SocketAddr,
-    state: ServerState,
-) -> bool {
-    let peer = Some(peer);
-    let Some(tls) = tls else {
-        return Connection::new(stream, id, peer, state).run().await;
-    };
-    let idle = state.config.load().channel_idle_timeout();
-    match tls.accept(stream, idle).await {
-        Accepted::Plain(stream) => Connection::new(stream, id, peer, state).run().await,
-        Accepted::Tls(stream) => Connection::new(*stream, id, peer, state).run().await,
-        Accepted::Refused => false,
-    }
-}
-
-/// `serverSocketSndBufSize` and `serverSocketRcvBufSize`, when set, as Java sets them on each accepted
-/// connection: they cap what the kernel holds for a peer that does not read, or sends faster than it is read
-/// (without them, Linux grows a socket's buffers up to `tcp_wmem`/`tcp_rmem`, a few megabytes).
-fn set_buffer_sizes(stream: &TcpStream, config: &NamesrvConfig) {
-    use rustix::net::sockopt;
-    if let Ok(size @ 1..) = usize::try_from(config.server_socket_snd_buf_size) {
-        let _ = sockopt::set_socket_send_buffer_size(stream, size);
-    }
-    if let Ok(size @ 1..) = usize::try_from(config.server_socket_rcv_buf_size) {
-        let _ = sockopt::set_socket_recv_buffer_size(stream, size);
+/// How long open connections are still served at shutdown: `shutdownWaitTimeSeconds` with
+/// `enableShutdownGracefully`, half a second otherwise.
+fn grace_period(config: &NamesrvConfig) -> Duration {
+    if config.enable_shutdown_gracefully {
+        Duration::from_secs(config.shutdown_wait_time_seconds.max(0) as u64)
+    } else {
+        Duration::from_millis(500)
     }
 }
 
@@ -509,92 +330,3 @@ fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::route::builder::test_registration;
-
-    fn pending() -> JoinHandle<()> {
-        tokio::spawn(std::future::pending())
-    }
-
-    #[tokio::test]
-    async fn a_panicking_writer_is_reported_with_its_panic() {
-        let mut tasks = Supervised {
-            writer: tokio::spawn(async { panic!("a bug in the route builder") }),
-            scan: pending(),
-            saver: pending(),
-            http: None,
-            notifier: None,
-        };
-        match tasks.ended().await {
-            ServeError::TaskEnded { task, reason } => {
-                assert_eq!(task, "route writer");
-                assert_eq!(reason, "it panicked: a bug in the route builder");
-            }
-        }
-        tasks.abort();
-    }
-
-    #[tokio::test]
-    async fn a_scan_that_returns_is_reported() {
-        let mut tasks = Supervised {
-            writer: pending(),
-            scan: tokio::spawn(async {}),
-            saver: pending(),
-            http: None,
-            notifier: None,
-        };
-        let failure = tasks.ended().await;
-        assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
-        tasks.abort();
-    }
-
-    /// The metrics port is watched like the route tasks: its server ending stops the name server.
-    #[tokio::test]
-    async fn a_metrics_server_that_ends_is_reported() {
-        let mut tasks = Supervised {
-            writer: pending(),
-            scan: pending(),
-            saver: pending(),
-            http: Some(tokio::spawn(async {})),
-            notifier: None,
-        };
-        let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
-        assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
-        tasks.abort();
-    }
-
-    /// A connection task that panics still gives its place in the connection gauge back, and its broker
-    /// is removed as if the connection had closed normally. On tokio's paused clock: the waits below end
-    /// only once every task has run as far as it can, so a busy machine cannot make it fail.
-    #[tokio::test(start_paused = true)]
-    async fn a_panicking_connection_gives_back_its_slot_and_removes_its_broker() {
-        let (routes, writer) = route_table(RouteSnapshot::default(), None, 64);
-        tokio::spawn(writer.run());
-        let mut registration = test_registration("b", 0, "b:1", 1, &["t1", "t2"]);
-        registration.conn_id = 7;
-        routes.register(registration).await.expect("writer running").expect("registered");
-        let dir = tempfile::tempdir().expect("temp dir");
-        let kv = Arc::new(KvConfigStore::load(&dir.path().join("kv.json")).expect("empty KV store"));
-        let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
-        let state = ServerState::new(routes.clone(), config, kv, None);
-
-        let slot = ConnectionSlot::take(&state, 7);
-        assert_eq!(state.metrics.connections.load(Ordering::Relaxed), 1);
-        let task = tokio::spawn(async move {
-            let _slot = slot;
-            panic!("a bug in a handler");
-        });
-        assert!(task.await.expect_err("the task panicked").is_panic());
-        assert_eq!(state.metrics.connections.load(Ordering::Relaxed), 0);
-        for _ in 0..100 {
-            if routes.load().brokers.is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(routes.load().brokers.is_empty(), "the broker of the connection is removed");
-        assert!(routes.load().topics.is_empty());
-    }
-}

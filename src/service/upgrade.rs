@@ -17,7 +17,6 @@
 use std::io::{IoSlice, IoSliceMut, Read as _, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rustix::net::{
@@ -130,7 +129,7 @@ pub async fn hand_over(
 ) -> std::io::Result<HandedOver> {
     let stream = successor.stream.into_std()?;
     tracing::info!("a new process asks for the sockets: handing over");
-    state.handed_over.store(true, Ordering::Release);
+    state.lifecycle.set_handed_over(true);
     let config = state.config.load_full();
     if config.warm_restart {
         crate::service::housekeeping::save_routes(&state.routes, &config.route_snapshot_file(), &state.metrics).await;
@@ -157,7 +156,7 @@ pub async fn hand_over(
 
 /// After a take-over that did not complete: changes are taken again.
 pub fn resume(state: &ServerState) {
-    state.handed_over.store(false, Ordering::Release);
+    state.lifecycle.set_handed_over(false);
 }
 
 fn send(stream: &StdUnixStream, remoting: &OwnedFd, metrics: Option<&OwnedFd>) -> std::io::Result<()> {

@@ -1,0 +1,180 @@
+//! The background tasks the server depends on (the route writer, the expiry scan, the route saver, the
+//! operator's port, the 905 notifier): started together, watched while the server serves, and reported with
+//! their panic when one ends, which stops the server (see `NameServer::run` for why none is restarted).
+
+use std::future::Future;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::route::RouteWriter;
+use crate::service::housekeeping;
+use crate::service::server::ServeError;
+use crate::state::ServerState;
+
+/// The background tasks the server depends on, watched while it serves.
+pub(super) struct Supervised {
+    writer: JoinHandle<()>,
+    scan: JoinHandle<()>,
+    saver: JoinHandle<()>,
+    /// The metrics and health port, when configured: an operator's probes and scrapes depend on it.
+    http: Option<JoinHandle<()>>,
+    /// The 905 notifier, with `notifyMinBrokerIdChanged`.
+    notifier: Option<JoinHandle<()>>,
+}
+
+impl Supervised {
+    /// Starts them: the writer, the scan, the saver (until `stop_saver` is sent, then it saves a last time
+    /// and returns) and the 905 notifier on the work lane, where their CPU work cannot delay a lookup; the
+    /// operator's port, when there is one, on the runtime `run` runs on.
+    pub(super) fn start(
+        state: &ServerState,
+        mut writer: RouteWriter,
+        metrics_listener: Option<TcpListener>,
+        stop_saver: tokio::sync::oneshot::Receiver<()>,
+    ) -> Self {
+        // The writer's batches (a restart storm's snapshots of a million routes), the saves and the scans
+        // run on the work lane and its blocking pool: on the runtime `run` runs on, their threads took a
+        // lookup's core for milliseconds at a time.
+        let background = state.lane.clone().unwrap_or_else(tokio::runtime::Handle::current);
+        let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
+            let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
+            writer.send_min_broker_id_changes(sink);
+            background.spawn(crate::outbound::notify::run(notices, state.metrics.clone()))
+        });
+        Supervised {
+            writer: background.spawn(writer.run()),
+            scan: background.spawn(housekeeping::scan_inactive_brokers(state.routes.clone(), state.config.clone())),
+            saver: background.spawn(housekeeping::save_routes_periodically(
+                state.routes.clone(),
+                state.config.clone(),
+                state.metrics.clone(),
+                stop_saver,
+            )),
+            http: metrics_listener.map(|l| tokio::spawn(crate::ops::http::serve(l, state.clone()))),
+            notifier,
+        }
+    }
+
+    /// Waits until one of them ends, which none should while the server serves, and says which and why.
+    /// Cancel-safe: it only polls the join handles.
+    pub(super) async fn ended(&mut self) -> ServeError {
+        tokio::select! {
+            ended = &mut self.writer => task_ended("route writer", ended),
+            ended = &mut self.scan => task_ended("expiry scan", ended),
+            ended = &mut self.saver => task_ended("route snapshot saver", ended),
+            ended = optional(&mut self.http) => task_ended("metrics HTTP server", ended),
+            ended = optional(&mut self.notifier) => task_ended("905 notifier", ended),
+        }
+    }
+
+    /// A successor serves the operator's port and writes the route file from now on.
+    pub(super) fn hand_over(&self) {
+        self.saver.abort();
+        if let Some(http) = &self.http {
+            http.abort();
+        }
+    }
+
+    /// Waits for the saver's last write, once it has been told to stop: never cut short in the middle of
+    /// a write.
+    pub(super) async fn saved(&mut self) {
+        match (&mut self.saver).await {
+            Err(e) if !e.is_cancelled() => tracing::error!(error = %e, "the route snapshot saver failed at shutdown"),
+            _ => {}
+        }
+    }
+
+    pub(super) fn abort(&self) {
+        self.writer.abort();
+        self.scan.abort();
+        self.saver.abort();
+        for task in self.http.iter().chain(&self.notifier) {
+            task.abort();
+        }
+    }
+}
+
+/// A task or future that may not be there: never ends when it is not.
+pub(super) async fn optional<F: Future + Unpin>(task: &mut Option<F>) -> F::Output {
+    match task {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A background task ended while the server was serving: with its panic, if it panicked.
+fn task_ended(task: &'static str, ended: Result<(), tokio::task::JoinError>) -> ServeError {
+    let reason = match ended {
+        Ok(()) => "it returned".to_string(),
+        Err(e) if e.is_panic() => format!("it panicked: {}", panic_message(e.into_panic())),
+        Err(e) => e.to_string(),
+    };
+    ServeError::TaskEnded { task, reason }
+}
+
+pub(super) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn pending() -> JoinHandle<()> {
+        tokio::spawn(std::future::pending())
+    }
+
+    #[tokio::test]
+    async fn a_panicking_writer_is_reported_with_its_panic() {
+        let mut tasks = Supervised {
+            writer: tokio::spawn(async { panic!("a bug in the route builder") }),
+            scan: pending(),
+            saver: pending(),
+            http: None,
+            notifier: None,
+        };
+        match tasks.ended().await {
+            ServeError::TaskEnded { task, reason } => {
+                assert_eq!(task, "route writer");
+                assert_eq!(reason, "it panicked: a bug in the route builder");
+            }
+        }
+        tasks.abort();
+    }
+
+    #[tokio::test]
+    async fn a_scan_that_returns_is_reported() {
+        let mut tasks = Supervised {
+            writer: pending(),
+            scan: tokio::spawn(async {}),
+            saver: pending(),
+            http: None,
+            notifier: None,
+        };
+        let failure = tasks.ended().await;
+        assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
+        tasks.abort();
+    }
+
+    /// The metrics port is watched like the route tasks: its server ending stops the name server.
+    #[tokio::test]
+    async fn a_metrics_server_that_ends_is_reported() {
+        let mut tasks = Supervised {
+            writer: pending(),
+            scan: pending(),
+            saver: pending(),
+            http: Some(tokio::spawn(async {})),
+            notifier: None,
+        };
+        let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
+        assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
+        tasks.abort();
+    }
+}
