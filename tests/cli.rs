@@ -11,7 +11,8 @@ fn rocketns() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rocketns"))
 }
 
-fn properties(text: &str) -> tempfile::NamedTempFile {
+/// A `-c` file holding `text`, removed when dropped.
+fn temp_config_file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::NamedTempFile::new().expect("temp file");
     std::io::Write::write_all(&mut f, text.as_bytes()).expect("write");
     f
@@ -19,7 +20,7 @@ fn properties(text: &str) -> tempfile::NamedTempFile {
 
 #[test]
 fn print_config_shows_effective_values_and_exits() {
-    let file = properties(
+    let file = temp_config_file(
         "listenPort=9911\norderMessageEnable=true\nnotAJavaKey=1\nkvConfigPath=/srv/ns/kv.json\nclusterTest=yes\n",
     );
     let out = rocketns().arg("-c").arg(file.path()).arg("-p").output().expect("run");
@@ -48,11 +49,11 @@ fn help_and_bad_values() {
     let out = rocketns().arg("--help").output().expect("run");
     assert!(out.status.success());
     assert!(String::from_utf8(out.stdout).unwrap().contains("--configFile"));
-    let file = properties("listenPort=not-a-port\n");
+    let file = temp_config_file("listenPort=not-a-port\n");
     let out = rocketns().arg("-c").arg(file.path()).output().expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr).unwrap().contains("listenPort"));
-    let file = properties("listenPort=70000\n");
+    let file = temp_config_file("listenPort=70000\n");
     let out = rocketns().arg("-c").arg(file.path()).output().expect("run");
     assert!(!out.status.success());
     let stderr = String::from_utf8(out.stderr).unwrap();

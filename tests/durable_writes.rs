@@ -9,38 +9,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use common::*;
 use rocketns::remoting::RemotingCommand;
-
-fn put(ns: &str, key: &str, value: &str) -> RemotingCommand {
-    request(100, &[("namespace", ns), ("key", key), ("value", value)])
-}
-
-fn get(ns: &str, key: &str) -> RemotingCommand {
-    request(101, &[("namespace", ns), ("key", key)])
-}
-
-fn delete(ns: &str, key: &str) -> RemotingCommand {
-    request(102, &[("namespace", ns), ("key", key)])
-}
-
-fn update(text: &str) -> RemotingCommand {
-    let mut cmd = request(318, &[]);
-    cmd.body = bytes::Bytes::copy_from_slice(text.as_bytes());
-    cmd
-}
-
-/// Polls `check` for up to 20 s.
-fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -61,7 +34,7 @@ impl Wire {
     }
 
     fn value(&mut self, ns: &str, key: &str) -> Option<String> {
-        let reply = self.ask(&get(ns, key));
+        let reply = self.ask(&kv_get(ns, key));
         (reply.code == 0).then(|| reply.ext("value").expect("value").to_string())
     }
 
@@ -110,24 +83,26 @@ fn check_writes_under_a_fault(
     let failures = |file: &str| metric(metrics_port, &format!("rocketns_file_write_failures_total{{file=\"{file}\"}}"));
     let _broker = Wire::broker(addr);
     let mut c = Wire::connect(addr);
-    assert_eq!(c.ask(&put("ns", "k", "v1")).code, 0);
-    assert_eq!(c.ask(&put("ORDER_TOPIC_CONFIG", "T", "broker-a:4")).code, 0);
-    assert_eq!(c.ask(&update("scanNotActiveBrokerInterval=6000")).code, 0);
-    eventually("the route file is written", || routes.exists() && read(routes).contains("\"T\""));
+    assert_eq!(c.ask(&kv_put("ns", "k", "v1")).code, 0);
+    assert_eq!(c.ask(&kv_put("ORDER_TOPIC_CONFIG", "T", "broker-a:4")).code, 0);
+    assert_eq!(c.ask(&update_config("scanNotActiveBrokerInterval=6000")).code, 0);
+    wait_until("the route file is written", Duration::from_secs(20), || {
+        routes.exists() && read(routes).contains("\"T\"")
+    });
     let (kv_before, conf_before, routes_before) = (read(kv), read(conf), read(routes));
     assert!(kv_before.contains("v1") && conf_before.contains("scanNotActiveBrokerInterval=6000"));
 
     fault();
-    let refused = c.ask(&put("ns", "k", "v2"));
+    let refused = c.ask(&kv_put("ns", "k", "v2"));
     assert_eq!(refused.code, 1, "SYSTEM_ERROR");
     assert!(refused.remark.as_deref().unwrap_or("").contains("cannot write KV config file"), "{:?}", refused.remark);
     assert_eq!(c.value("ns", "k").as_deref(), Some("v1"), "the refused put is not visible");
-    assert_eq!(c.ask(&delete("ns", "k")).code, 1);
+    assert_eq!(c.ask(&kv_delete("ns", "k")).code, 1);
     assert_eq!(c.value("ns", "k").as_deref(), Some("v1"), "the refused delete is not visible");
-    assert_eq!(c.ask(&put("ORDER_TOPIC_CONFIG", "T", "broker-a:8")).code, 1);
+    assert_eq!(c.ask(&kv_put("ORDER_TOPIC_CONFIG", "T", "broker-a:8")).code, 1);
     assert_eq!(c.value("ORDER_TOPIC_CONFIG", "T").as_deref(), Some("broker-a:4"));
     assert_eq!(c.order_conf("T").as_deref(), Some("broker-a:4"), "the routes did not take the refused value");
-    let refused = c.ask(&update("scanNotActiveBrokerInterval=7000"));
+    let refused = c.ask(&update_config("scanNotActiveBrokerInterval=7000"));
     assert_eq!(refused.code, 1);
     assert!(refused.remark.as_deref().unwrap_or("").contains("cannot write the config file"), "{:?}", refused.remark);
     assert_eq!(c.config_value("scanNotActiveBrokerInterval"), "6000", "the refused update is not applied");
@@ -135,7 +110,9 @@ fn check_writes_under_a_fault(
     let mut late = Wire::connect(addr);
     let b = Broker::new("c", "broker-b", 0, "127.0.0.1:10921");
     assert_eq!(late.ask(&register_request(&b, dv(1), &[("U", 4, 6), ("U2", 4, 6)])).code, 0);
-    eventually("a failed route file write is counted", || failures("routes").unwrap_or(0.0) >= 1.0);
+    wait_until("a failed route file write is counted", Duration::from_secs(20), || {
+        failures("routes").unwrap_or(0.0) >= 1.0
+    });
     assert_eq!((read(kv), read(conf)), (kv_before, conf_before), "files untouched");
     let routes_now = read(routes);
     if route_file == RouteFile::MayBeNewer && routes_now != routes_before {
@@ -148,14 +125,14 @@ fn check_writes_under_a_fault(
     assert!(c.ask(&route_request("U", 479)).code == 0, "the server still serves");
 
     clear();
-    assert_eq!(c.ask(&put("ns", "k", "v2")).code, 0);
+    assert_eq!(c.ask(&kv_put("ns", "k", "v2")).code, 0);
     assert_eq!(c.value("ns", "k").as_deref(), Some("v2"));
     assert!(read(kv).contains("v2"));
-    assert_eq!(c.ask(&put("ORDER_TOPIC_CONFIG", "T", "broker-a:8")).code, 0);
+    assert_eq!(c.ask(&kv_put("ORDER_TOPIC_CONFIG", "T", "broker-a:8")).code, 0);
     assert_eq!(c.order_conf("T").as_deref(), Some("broker-a:8"));
-    assert_eq!(c.ask(&update("scanNotActiveBrokerInterval=7000")).code, 0);
+    assert_eq!(c.ask(&update_config("scanNotActiveBrokerInterval=7000")).code, 0);
     assert!(read(conf).contains("scanNotActiveBrokerInterval=7000"));
-    eventually("the route file is written again, with U", || read(routes).contains("\"U\""));
+    wait_until("the route file is written again, with U", Duration::from_secs(20), || read(routes).contains("\"U\""));
 }
 
 /// The server's files as seen from this process.
@@ -179,7 +156,9 @@ impl Files {
     }
 }
 
-fn properties(dir: &Path, metrics_port: u16) -> String {
+/// The settings of a server whose files are all in `dir` (the KV store named here, the route file beside
+/// the `-c` file), saving routes every second.
+fn settings(dir: &Path, metrics_port: u16) -> String {
     format!(
         "bindAddress=127.0.0.1\nlistenPort=0\nmetricsPort={metrics_port}\nkvConfigPath={}\norderMessageEnable=true\n\
          routeSnapshotIntervalSeconds=1\n",
@@ -188,7 +167,7 @@ fn properties(dir: &Path, metrics_port: u16) -> String {
 }
 
 /// The real binary, from `program` and its arguments; returns it with its address (from its boot line).
-fn spawn(program: &str, args: &[&str]) -> (Child, String) {
+fn spawn(program: &str, args: &[&str]) -> (Spawned, String) {
     let mut command = Command::new(program);
     command.args(args);
     let (child, addr, _logs) = spawn_command_with_logs(command);
@@ -202,7 +181,7 @@ fn writes_that_cannot_create_their_file_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let files = Files::in_dir(dir.path());
     let metrics_port = free_port();
-    std::fs::write(&files.conf, properties(dir.path(), metrics_port)).unwrap();
+    std::fs::write(&files.conf, settings(dir.path(), metrics_port)).unwrap();
     let (mut server, addr) = spawn(env!("CARGO_BIN_EXE_rocketns"), &["-c", files.conf.to_str().unwrap()]);
     let folder = dir.path().to_path_buf();
     let lock = |locked: bool| {
@@ -232,7 +211,7 @@ fn writes_whose_folder_cannot_be_synced_change_nothing() {
     let dir = tempfile::Builder::new().prefix("rocketns-sync-").tempdir_in("/tmp").unwrap();
     let files = Files::in_dir(dir.path());
     let metrics_port = free_port();
-    std::fs::write(&files.conf, properties(dir.path(), metrics_port)).unwrap();
+    std::fs::write(&files.conf, settings(dir.path(), metrics_port)).unwrap();
     let conf = files.conf.to_str().unwrap().to_string();
     let bin = env!("CARGO_BIN_EXE_rocketns");
     let (mut server, addr) = if is_root() {
@@ -270,7 +249,7 @@ fn writes_on_a_full_filesystem_change_nothing() {
     let mount = tempfile::tempdir().unwrap();
     let metrics_port = free_port();
     let seed = outside.path().join("namesrv.properties");
-    std::fs::write(&seed, properties(mount.path(), metrics_port)).unwrap();
+    std::fs::write(&seed, settings(mount.path(), metrics_port)).unwrap();
     let script = format!(
         "mount -t tmpfs -o size=1m rocketns-test {m} && cp {seed} {m}/namesrv.properties && exec {bin} -c {m}/namesrv.properties",
         m = mount.path().display(),

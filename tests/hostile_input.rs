@@ -22,16 +22,8 @@ enum Expect {
     Silent,
 }
 
-fn frame(serialize_type: u8, header: &[u8], body: &[u8]) -> Vec<u8> {
-    let mut f = ((4 + header.len() + body.len()) as u32).to_be_bytes().to_vec();
-    f.extend_from_slice(&(((serialize_type as u32) << 24) | header.len() as u32).to_be_bytes());
-    f.extend_from_slice(header);
-    f.extend_from_slice(body);
-    f
-}
-
 fn json(header: &str) -> Vec<u8> {
-    frame(0, header.as_bytes(), b"")
+    raw_frame(0, header.as_bytes(), b"")
 }
 
 fn encoded(cmd: RemotingCommand, ty: SerializeType) -> Vec<u8> {
@@ -44,7 +36,7 @@ fn encoded(cmd: RemotingCommand, ty: SerializeType) -> Vec<u8> {
 fn binary(rest: &[u8]) -> Vec<u8> {
     let mut h = vec![0, 105, 0, 1, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0];
     h.extend_from_slice(rest);
-    frame(1, &h, b"")
+    raw_frame(1, &h, b"")
 }
 
 fn registration_with(body: Vec<u8>, crc: Option<&str>, ext: &[(&str, &str)]) -> Vec<u8> {
@@ -104,10 +96,10 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("length one past the cap", [16_777_213u32.to_be_bytes(), [0, 0, 0, 2]].concat(), Closed),
         ("header length beyond the frame", vec![0, 0, 0, 8, 0, 0, 0, 9, b'{', b'}', 0, 0], Closed),
         ("header length 16M in a small frame", vec![0, 0, 0, 8, 0, 0xff, 0xff, 0xff, b'{', b'}', 0, 0], Closed),
-        ("serialize type 2", frame(2, b"{}", b""), Closed),
-        ("serialize type 255", frame(255, b"{}", b""), Closed),
+        ("serialize type 2", raw_frame(2, b"{}", b""), Closed),
+        ("serialize type 255", raw_frame(255, b"{}", b""), Closed),
         ("truncated frame, then end of stream", half_close, Closed),
-        ("invalid UTF-8 in a JSON header", frame(0, b"{\"code\":105,\"remark\":\"\xc3\x28\"}", b""), Closed),
+        ("invalid UTF-8 in a JSON header", raw_frame(0, b"{\"code\":105,\"remark\":\"\xc3\x28\"}", b""), Closed),
         ("deeply nested JSON", json(&deep), Closed),
         ("JSON header that is an array", json("[1,2]"), Closed),
         ("JSON header with trailing bytes", json(r#"{"code":105} {}"#), Closed),
@@ -129,7 +121,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("binary remark past the end", binary(&[0, 0, 0, 50]), Closed),
         ("binary extFields past the end", binary(&[0, 0, 0, 0, 0, 0, 1, 0]), Closed),
         ("binary negative key length", binary(&[0, 0, 0, 0, 0, 0, 0, 4, 0xff, 0xff, 0, 0]), Closed),
-        ("binary header too short", frame(1, &[0, 105, 0, 1, 0xdf], b""), Closed),
+        ("binary header too short", raw_frame(1, &[0, 105, 0, 1, 0xdf], b""), Closed),
         (
             "binary value with invalid UTF-8",
             binary(&[0, 0, 0, 0, 0, 0, 0, 12, 0, 5, b't', b'o', b'p', b'i', b'c', 0, 0, 0, 1, 0xff]),

@@ -48,7 +48,7 @@ async fn metrics_health_and_dumps() {
         route(&mut c, "TopicA").await.unwrap();
     }
     assert!(route(&mut c, "Missing").await.is_none());
-    c.request(request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")])).await;
+    c.request(kv_put("ns", "k", "v")).await;
 
     let (status, m) = get(port, "/metrics").await;
     assert_eq!(status, 200);

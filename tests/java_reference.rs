@@ -16,7 +16,9 @@ mod common;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use common::{Broker, Client, dv, register_request, request, route_request, unregister_request};
+use common::{
+    Broker, Client, dv, kv_delete, kv_get, kv_put, register_request, request, route_request, unregister_request,
+};
 use rocketns::protocol::TopicConfig;
 use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
 use rocketns::testing::reply::{Compare, HASH_ORDER, Reply, differences};
@@ -194,18 +196,15 @@ fn corpus() -> Vec<Step> {
         step("delete TopicNew", request(216, &[("topic", "TopicNew")])),
         step("route of TopicNew, deleted", route("TopicNew", 479)),
         // KV config.
-        step("put kv", request(100, &[("namespace", "ns1"), ("key", "k1"), ("value", "v1")])),
-        step("get kv", request(101, &[("namespace", "ns1"), ("key", "k1")])),
-        step("get kv, missing key", request(101, &[("namespace", "ns1"), ("key", "nope")])),
+        step("put kv", kv_put("ns1", "k1", "v1")),
+        step("get kv", kv_get("ns1", "k1")),
+        step("get kv, missing key", kv_get("ns1", "nope")),
         step("kv list of a namespace", request(219, &[("namespace", "ns1")])),
         step("kv list of an unknown namespace", request(219, &[("namespace", "nope")])),
-        step("delete kv", request(102, &[("namespace", "ns1"), ("key", "k1")])),
-        step("get kv, deleted", request(101, &[("namespace", "ns1"), ("key", "k1")])),
+        step("delete kv", kv_delete("ns1", "k1")),
+        step("get kv, deleted", kv_get("ns1", "k1")),
         // Ordered topics.
-        step(
-            "put order conf of TopicA",
-            request(100, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "TopicA"), ("value", "broker-a:8")]),
-        ),
+        step("put order conf of TopicA", kv_put("ORDER_TOPIC_CONFIG", "TopicA", "broker-a:8")),
         step("route of TopicA, orderMessageEnable off", route("TopicA", 479)),
         step("turn orderMessageEnable on", with_body(request(318, &[]), "orderMessageEnable=true")),
         step("route of TopicA, ordered", route("TopicA", 479)),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{blocking_request, request, spawn_binary};
+use common::{blocking_request, kv_put, spawn_binary};
 
 const ROUNDS: u64 = 8;
 const CLIENTS: usize = 4;
@@ -36,7 +36,7 @@ fn client(addr: String, id: usize, round: u64, sent: Arc<Mutex<Sent>>) {
             values.push(value.clone());
             values.len()
         };
-        let put = request(100, &[("namespace", "crash"), ("key", &key), ("value", &value)]);
+        let put = kv_put("crash", &key, &value);
         match blocking_request(&mut stream, &put) {
             Some(resp) if resp.code == 0 => {
                 sent.lock().unwrap().acked.insert(key, index);

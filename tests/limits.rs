@@ -127,9 +127,7 @@ async fn writes_during_lookup_load_lose_nothing() {
         topics.push(format!("added-{i}"));
         let list: Vec<(&str, i32, i32)> = topics.iter().map(|t| (t.as_str(), 8, 6)).collect();
         register(&mut admin, &broker, dv(2 + i), &list).await;
-        let resp = admin
-            .request(request(100, &[("namespace", "load"), ("key", &format!("k{i}")), ("value", &format!("v{i}"))]))
-            .await;
+        let resp = admin.request(kv_put("load", &format!("k{i}"), &format!("v{i}"))).await;
         assert_eq!(resp.code, 0);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -140,7 +138,7 @@ async fn writes_during_lookup_load_lose_nothing() {
     assert!(lookups > 100, "{lookups} lookups during the writes");
     for i in 0..50 {
         assert!(route(&mut admin, &format!("added-{i}")).await.is_some(), "added-{i}");
-        let resp = admin.request(request(101, &[("namespace", "load"), ("key", &format!("k{i}"))])).await;
+        let resp = admin.request(kv_get("load", &format!("k{i}"))).await;
         assert_eq!(resp.ext("value"), Some(format!("v{i}").as_str()));
     }
 }

@@ -21,15 +21,6 @@ fn metric_of(port: u16, name: &str) -> u64 {
     metric_in(&text, name).unwrap_or_else(|| panic!("no {name} in\n{text}")) as u64
 }
 
-/// Polls `check` for up to 60 s.
-fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn broker_count(route: &RemotingCommand) -> usize {
     assert_eq!(route.code, 0, "{:?}", route.remark);
     let json: serde_json::Value = serde_json::from_slice(&route.body).expect("route JSON");
@@ -108,7 +99,7 @@ fn large_frames_wait_their_turn_within_the_budget() {
         .collect();
     // Every flood frame has room, or waits for it.
     let room = (16 << 20) / 4 * 7;
-    eventually("the flood is taken in", || {
+    wait_until("the flood is taken in", Duration::from_secs(60), || {
         let held = metric_of(port, "rocketns_memory_budget_bytes{pool=\"requests\"}");
         metric_of(port, "rocketns_large_frames_waiting") + held / room >= FLOOD as u64
     });
@@ -137,7 +128,9 @@ fn large_frames_wait_their_turn_within_the_budget() {
     assert!(waited > Duration::from_secs(4), "it waited behind the flood ({waited:?})");
     assert_eq!(broker_count(&blocking_request(&mut client, &route_request("more-4999", 479)).unwrap()), 1);
     assert_eq!(metric_of(port, "rocketns_large_frames_refused_total{reason=\"too_slow\"}"), FLOOD as u64);
-    eventually("the pool is free again", || metric_of(port, "rocketns_memory_budget_bytes{pool=\"requests\"}") == 0);
+    wait_until("the pool is free again", Duration::from_secs(60), || {
+        metric_of(port, "rocketns_memory_budget_bytes{pool=\"requests\"}") == 0
+    });
     eprintln!("flood: peak memory +{} MiB, the broker waited {waited:?}", growth / MIB);
     server.kill().unwrap();
     server.wait().unwrap();
@@ -284,18 +277,18 @@ fn admin_reads_are_encoded_once_and_slow_readers_held_to_the_replies_pool() {
             let asked = encoded();
             reader.write_all(&frame_bytes(&request(206, &[]))).unwrap();
             // Its list is of this table, not shared with the next reader's.
-            eventually("the reader's list is encoded", || encoded() > asked);
+            wait_until("the reader's list is encoded", Duration::from_secs(60), || encoded() > asked);
             reader
         })
         .collect();
     let growth = (proc_status_kb(server.id(), "VmHWM:").saturating_sub(rss_before)) * 1024;
     assert!(growth < 8 * MIB + 20 * MIB, "peak memory grew by {} MiB with the slow readers", growth / MIB);
-    eventually("the readers holding room are closed and counted", || {
+    wait_until("the readers holding room are closed and counted", Duration::from_secs(60), || {
         metric_of(port, "rocketns_large_frames_refused_total{reason=\"reply_not_taken\"}") >= 4
     });
     // The others, answered since or waiting for room holding nothing, are closed by their peers.
     drop(slow);
-    eventually("every slow reader is closed", || metric_of(port, "rocketns_connections") == 3);
+    wait_until("every slow reader is closed", Duration::from_secs(60), || metric_of(port, "rocketns_connections") == 3);
     assert_eq!(metric_of(port, "rocketns_memory_budget_bytes{pool=\"replies\"}"), 0);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let answered = lookups.join().expect("every lookup answered");
@@ -330,7 +323,7 @@ fn pipelined_replies_are_held_to_the_high_water_mark() {
     assert!((12_000..16_384).contains(&expected.len()), "{} bytes", expected.len());
     // A connection adds its counts after it has written its replies (on the work lane, whenever that runs).
     let counted = || metric_in(&metrics_text(port), "rocketns_requests_total{code=\"106\",result=\"success\"}");
-    eventually("the probe's request is counted", || counted().is_some());
+    wait_until("the probe's request is counted", Duration::from_secs(60), || counted().is_some());
 
     reset_peak_rss(server.id());
     let rss_before = proc_status_kb(server.id(), "VmRSS:");

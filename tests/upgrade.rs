@@ -8,16 +8,6 @@ use std::time::Duration;
 
 use common::*;
 
-/// A process killed when the test ends, failed or not.
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn take_over(config_file: &std::path::Path) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_rocketns"));
     command.arg("-c").arg(config_file).arg("--take-over");
@@ -25,7 +15,7 @@ fn take_over(config_file: &std::path::Path) -> std::process::Command {
 }
 
 /// Waits for `child` to exit, at most `within`.
-fn exited(Running(child): &mut Running, within: Duration) -> Option<std::process::ExitStatus> {
+fn exited(child: &mut Spawned, within: Duration) -> Option<std::process::ExitStatus> {
     let deadline = std::time::Instant::now() + within;
     while std::time::Instant::now() < deadline {
         if let Some(status) = child.try_wait().expect("try_wait") {
@@ -42,8 +32,7 @@ fn a_new_process_takes_the_port_routes_and_kv_over() {
     let port = free_port();
     let socket = dir.path().join("upgrade.sock");
     let file = properties_file(dir.path(), port, &format!("upgradeSocketPath={}\n", socket.display()));
-    let (old, addr, _) = spawn_binary_with_logs(&file);
-    let mut old = Running(old);
+    let (mut old, addr, _) = spawn_binary_with_logs(&file);
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&socket).expect("the upgrade socket").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "only its owner may take the port over");
@@ -51,11 +40,10 @@ fn a_new_process_takes_the_port_routes_and_kv_over() {
     let b = Broker::new("DefaultCluster", "broker-a", 0, "127.0.0.1:10911");
     let registration = register_request(&b, dv(1), &[("T", 8, 6), ("U", 8, 6)]);
     assert_eq!(blocking_request(&mut broker, &registration).map(|r| r.code), Some(0));
-    let put = request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]);
+    let put = kv_put("ns", "k", "v");
     assert_eq!(blocking_request(&mut broker, &put).map(|r| r.code), Some(0));
 
-    let (new, new_addr, _) = spawn_command_with_logs(take_over(&file));
-    let mut new = Running(new);
+    let (mut new, new_addr, _) = spawn_command_with_logs(take_over(&file));
     assert_eq!(new_addr, addr, "the same socket");
     let status = exited(&mut old, Duration::from_secs(30)).expect("the old process exits after draining");
     assert!(status.success(), "{status}");
@@ -64,13 +52,13 @@ fn a_new_process_takes_the_port_routes_and_kv_over() {
     let mut client = std::net::TcpStream::connect(&addr).expect("connect to the new process");
     let route = blocking_request(&mut client, &route_request("T", 479)).expect("a reply");
     assert_eq!(route.code, 0, "the route carried over: {:?}", route.remark);
-    let get = request(101, &[("namespace", "ns"), ("key", "k")]);
+    let get = kv_get("ns", "k");
     let kv = blocking_request(&mut client, &get).expect("a reply");
     assert_eq!((kv.code, kv.ext("value")), (0, Some("v")));
     assert_eq!(blocking_request(&mut client, &registration).map(|r| r.code), Some(0), "brokers register anew");
 
     // And again, from the new process to a third.
-    let _third = Running(spawn_command_with_logs(take_over(&file)).0);
+    let _third = spawn_command_with_logs(take_over(&file)).0;
     assert!(exited(&mut new, Duration::from_secs(30)).expect("the second exits").success());
     let mut client = std::net::TcpStream::connect(&addr).expect("connect to the third process");
     assert_eq!(blocking_request(&mut client, &route_request("T", 479)).map(|r| r.code), Some(0));
@@ -83,15 +71,14 @@ fn a_failed_take_over_leaves_the_old_process_serving() {
     let dir = tempfile::tempdir().expect("temp dir");
     let socket = dir.path().join("upgrade.sock");
     let file = properties_file(dir.path(), free_port(), &format!("upgradeSocketPath={}\n", socket.display()));
-    let (old, addr, _) = spawn_binary_with_logs(&file);
-    let mut old = Running(old);
+    let (mut old, addr, _) = spawn_binary_with_logs(&file);
     let broken = tempfile::tempdir().expect("temp dir");
     std::fs::write(broken.path().join("kvConfig.json"), "not json").expect("write");
     let broken_file = properties_file(broken.path(), 0, &format!("upgradeSocketPath={}\n", socket.display()));
     let out = take_over(&broken_file).output().expect("run");
     assert!(!out.status.success(), "the new process fails: {}", String::from_utf8_lossy(&out.stderr));
     let mut client = std::net::TcpStream::connect(&addr).expect("connect");
-    let put = request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]);
+    let put = kv_put("ns", "k", "v");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     // The old one notices the new one's socket close, then takes changes again.
     loop {
@@ -103,7 +90,7 @@ fn a_failed_take_over_leaves_the_old_process_serving() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(old.0.try_wait().expect("try_wait").is_none(), "the old process still runs");
-    let _new = Running(spawn_command_with_logs(take_over(&file)).0);
+    let _new = spawn_command_with_logs(take_over(&file)).0;
     assert!(exited(&mut old, Duration::from_secs(30)).expect("the old one exits after a good take-over").success());
 }
 

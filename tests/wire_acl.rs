@@ -75,8 +75,8 @@ async fn writes_need_a_valid_signature() {
         request(205, &[("brokerName", "broker-a")]),
         request(327, &[("brokerName", "broker-a")]),
         request(216, &[("topic", "T")]),
-        request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]),
-        request(102, &[("namespace", "ns"), ("key", "k")]),
+        kv_put("ns", "k", "v"),
+        kv_delete("ns", "k"),
         update_config("orderMessageEnable=true"),
         request(
             322,
@@ -91,13 +91,13 @@ async fn writes_need_a_valid_signature() {
     }
     let r = route(&mut c, "T").await.expect("still routed");
     assert_eq!(queue_perm(&r, "broker-a"), 6, "write permission untouched");
-    assert_eq!(c.request(request(101, &[("namespace", "ns"), ("key", "k")])).await.code, 22, "no KV written");
+    assert_eq!(c.request(kv_get("ns", "k")).await.code, 22, "no KV written");
 
     // Signed by any configured account, they work; a binary-header request is checked the same way.
-    let put = signed(request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]), "admin-ak", "admin-secret");
+    let put = signed(kv_put("ns", "k", "v"), "admin-ak", "admin-secret");
     c.send(put, SerializeType::RocketMq).await;
     assert_eq!(c.read_response().await.expect("reply").code, 0);
-    let resp = c.request(request(101, &[("namespace", "ns"), ("key", "k")])).await;
+    let resp = c.request(kv_get("ns", "k")).await;
     assert_eq!(resp.ext("value"), Some("v"));
     let resp = c.request(signed(request(205, &[("brokerName", "broker-a")]), "admin-ak", "admin-secret")).await;
     assert_eq!(resp.code, 0, "{:?}", resp.remark);
@@ -122,7 +122,7 @@ async fn a_config_update_cannot_turn_it_off() {
         let resp = c.request(signed(update_config(text), BROKER_KEY, BROKER_SECRET)).await;
         assert_eq!(resp.code, 16, "{text}: {:?}", resp.remark);
     }
-    assert_denied(&c.request(request(100, &[("namespace", "n"), ("key", "k"), ("value", "v")])).await, "needs");
+    assert_denied(&c.request(kv_put("n", "k", "v")).await, "needs");
     assert_eq!(c.request(route_request("T", 479)).await.code, 17, "reads still open");
 }
 
@@ -142,7 +142,7 @@ async fn off_by_default() {
     let mut c = Client::connect(server.addr).await;
     register(&mut c, &broker(), dv(1), &[("T", 8, 6), ("U", 8, 6)]).await;
     // A signature nobody can check is ignored, as by the Java NameServer.
-    let resp = c.request(signed(request(100, &[("namespace", "n"), ("key", "k"), ("value", "v")]), "x", "y")).await;
+    let resp = c.request(signed(kv_put("n", "k", "v"), "x", "y")).await;
     assert_eq!(resp.code, 0);
 }
 

@@ -45,15 +45,15 @@ async fn each_audited_request_gives_one_line_with_its_fields() {
     // Not audited: a broker's own registration, and reads.
     register(&mut c, &broker, dv(1), &[("T", 8, 6), ("U", 8, 6)]).await;
     assert_eq!(c.request(route_request("T", 479)).await.code, 0);
-    assert_eq!(c.request(request(101, &[("namespace", "ns"), ("key", "k")])).await.code, 22);
+    assert_eq!(c.request(kv_get("ns", "k")).await.code, 22);
 
     let mut topic = request(217, &[("topic", "Admin")]);
     topic.body = Bytes::from_static(
         br#"{"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#,
     );
     let audited = [
-        (request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]), 0),
-        (request(102, &[("namespace", "ns"), ("key", "k")]), 0),
+        (kv_put("ns", "k", "v"), 0),
+        (kv_delete("ns", "k"), 0),
         (topic, 0),
         (request(216, &[("topic", "Admin")]), 0),
         (request(205, &[("brokerName", "broker-a")]), 0),
@@ -121,7 +121,7 @@ async fn signed_and_refused_requests_name_their_caller() {
     let config = NamesrvConfig { acl_enable: true, acl_credentials_path: creds.display().to_string(), ..config };
     let server = start_with(config).await;
     let mut c = Client::connect(server.addr).await;
-    let put = || request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]);
+    let put = || kv_put("ns", "k", "v");
     assert_eq!(c.request(put()).await.code, 16);
     let mut signed = put();
     let ext = signed.ext_fields.get_or_insert_with(Default::default);
@@ -146,7 +146,7 @@ fn json_log_carries_the_audit_lines() {
     let file = properties_file(dir.path(), 0, "logFormat=json\n");
     let (mut child, addr, logs) = spawn_binary_with_logs(&file);
     let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
-    let put = request(100, &[("namespace", "ns"), ("key", "k"), ("value", "v")]);
+    let put = kv_put("ns", "k", "v");
     assert_eq!(blocking_request(&mut stream, &put).map(|r| r.code), Some(0));
     let audit = log_line(&logs, "rocketns::audit", Duration::from_secs(20));
     let _ = child.kill();
@@ -172,7 +172,7 @@ async fn audit_lines_are_bounded_whatever_the_request() {
     let fields: Vec<(String, String)> = (0..10_000).map(|i| (format!("k{i}"), "x".to_string())).collect();
     let mut many = request(318, &[]);
     many.ext_fields = Some(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect());
-    assert_eq!(c.request(request(100, &[("namespace", "ns"), ("key", "k"), ("value", &huge)])).await.code, 0);
+    assert_eq!(c.request(kv_put("ns", "k", &huge)).await.code, 0);
     assert_eq!(c.request(many).await.code, 0, "an empty config update is answered");
     let lines = audit_lines(&path, 2).await;
     let text = std::fs::read_to_string(&path).unwrap();
@@ -197,7 +197,7 @@ async fn audit_lines_are_written_at_a_bounded_rate() {
     let mut c = Client::connect(server.addr).await;
     let started = tokio::time::Instant::now();
     for _ in 0..3000 {
-        assert_eq!(c.request(request(102, &[("namespace", "ns"), ("key", "absent")])).await.code, 0);
+        assert_eq!(c.request(kv_delete("ns", "absent")).await.code, 0);
     }
     let seconds = started.elapsed().as_secs_f64();
     let lost = tokio::task::spawn_blocking(move || metric(metrics_port, "rocketns_audit_lines_lost_total").unwrap())

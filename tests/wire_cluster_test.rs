@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Broker, Client, dv, register, request};
+use common::{Broker, Client, dv, kv_put, register, request};
 use rocketns::config::ClientProperties;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -81,7 +81,7 @@ async fn misses_are_asked_of_the_product_environment() {
     // Every other code as usual: a broker registers here, and its topic is a local hit, with orderTopicConf
     // from the KV store although orderMessageEnable is off.
     register_local_broker(&mut c).await;
-    let put = request(100, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "LOCALT"), ("value", "broker-t:2")]);
+    let put = kv_put("ORDER_TOPIC_CONFIG", "LOCALT", "broker-t:2");
     assert_eq!(c.request(put).await.code, 0);
     let local = lookup(&mut c, "LOCALT").await;
     assert_eq!(local.code, 0);

@@ -21,24 +21,16 @@ async fn register_topic_test(c: &mut Client) {
     register(c, &slave, dv(1), &topics).await;
 }
 
-fn frame(header: &[u8], body: &[u8]) -> Vec<u8> {
-    let mut f = ((4 + header.len() + body.len()) as u32).to_be_bytes().to_vec();
-    f.extend_from_slice(&(header.len() as u32).to_be_bytes());
-    f.extend_from_slice(header);
-    f.extend_from_slice(body);
-    f
-}
-
 #[tokio::test]
 async fn json_request_gets_javas_exact_reply_bytes() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
     register_topic_test(&mut c).await;
-    let request = frame(REQUEST_HEADER, b"");
+    let request = raw_frame(0, REQUEST_HEADER, b"");
     assert_eq!(&request[..8], &[0, 0, 0, 0x87, 0, 0, 0, 0x83], "protocol.md §1.3 byte-exact example");
     c.send_raw(&request).await;
     let reply = c.read_frame_bytes().await.expect("reply");
-    assert_eq!(&reply[..], &frame(RESPONSE_HEADER, ROUTE_STANDARD)[..]);
+    assert_eq!(&reply[..], &raw_frame(0, RESPONSE_HEADER, ROUTE_STANDARD)[..]);
 }
 
 #[tokio::test]
@@ -55,7 +47,7 @@ async fn binary_request_is_answered_in_json() {
     c.send_raw(request).await;
     let reply = c.read_frame_bytes().await.expect("reply");
     // 5.x answers in the server's serialization (JSON), which every client reads.
-    assert_eq!(&reply[..], &frame(RESPONSE_HEADER, ROUTE_STANDARD)[..]);
+    assert_eq!(&reply[..], &raw_frame(0, RESPONSE_HEADER, ROUTE_STANDARD)[..]);
 }
 
 #[tokio::test]
@@ -84,7 +76,7 @@ async fn go_and_cpp_style_headers_are_accepted() {
         &br#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"GO","opaque":5,"remark":"","version":317}"#[..],
         &br#"{"code":"105","extFields":{"topic":"TopicTest","n":1},"flag":0,"language":"KLINGON","opaque":"5","version":333}"#[..],
     ] {
-        c.send_raw(&frame(header, b"")).await;
+        c.send_raw(&raw_frame(0, header, b"")).await;
         let resp = c.read_response().await.expect("reply");
         assert_eq!((resp.code, resp.opaque), (0, 5));
         assert_eq!(&resp.body[..], ROUTE_FASTJSON);
@@ -153,10 +145,10 @@ async fn frames_split_byte_by_byte_and_pipelined_requests() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
     register_topic_test(&mut c).await;
-    for b in frame(REQUEST_HEADER, b"") {
+    for b in raw_frame(0, REQUEST_HEADER, b"") {
         c.send_raw(&[b]).await;
     }
-    assert_eq!(&c.read_frame_bytes().await.unwrap()[..], &frame(RESPONSE_HEADER, ROUTE_STANDARD)[..]);
+    assert_eq!(&c.read_frame_bytes().await.unwrap()[..], &raw_frame(0, RESPONSE_HEADER, ROUTE_STANDARD)[..]);
     // 100 requests in one write: 100 replies, in order.
     let mut batch = Vec::new();
     for opaque in 1000..1100 {
@@ -189,8 +181,8 @@ async fn undecodable_frames_close_only_their_connection() {
         ("length below 4", vec![0, 0, 0, 2, 0, 0]),
         ("header longer than frame", vec![0, 0, 0, 8, 0, 0, 0, 100, b'{', b'}', 0, 0]),
         ("unknown serialize type", vec![0, 0, 0, 6, 7, 0, 0, 2, b'{', b'}']),
-        ("malformed JSON header", frame(b"{\"code\":", b"")),
-        ("invalid UTF-8 JSON header", frame(b"{\"code\":105,\"remark\":\"\xff\xfe\"}", b"")),
+        ("malformed JSON header", raw_frame(0, b"{\"code\":", b"")),
+        ("invalid UTF-8 JSON header", raw_frame(0, b"{\"code\":105,\"remark\":\"\xff\xfe\"}", b"")),
         (
             "binary header with remark past the end",
             vec![0, 0, 0, 25, 1, 0, 0, 21, 0, 105, 0, 1, 0xdf, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 99, 0, 0, 0, 0],
@@ -229,7 +221,7 @@ async fn rocketmq_binary_replies_when_configured() {
     let server = start_with(config).await;
     let mut c = Client::connect(server.addr).await;
     register_topic_test(&mut c).await;
-    c.send_raw(&frame(REQUEST_HEADER, b"")).await;
+    c.send_raw(&raw_frame(0, REQUEST_HEADER, b"")).await;
     let reply = c.read_frame_bytes().await.expect("reply");
     let header: [u8; 21] = [0, 0, 0, 0x01, 0xdf, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
     let mut want = ((4 + header.len() + ROUTE_STANDARD.len()) as u32).to_be_bytes().to_vec();

@@ -5,32 +5,24 @@ mod common;
 use bytes::Bytes;
 use common::*;
 
-fn put(ns: &str, key: &str, value: &str) -> rocketns::remoting::RemotingCommand {
-    request(100, &[("namespace", ns), ("key", key), ("value", value)])
-}
-
-fn get(ns: &str, key: &str) -> rocketns::remoting::RemotingCommand {
-    request(101, &[("namespace", ns), ("key", key)])
-}
-
 /// RequestProcessorTest#testProcessRequest_PutKVConfig, #..._GetKVConfigReturnNotNull,
 /// #..._GetKVConfigReturnNull and #..._DeleteKVConfig.
 #[tokio::test]
 async fn put_get_delete() {
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
-    let resp = c.request(put("namespace", "key", "value")).await;
+    let resp = c.request(kv_put("namespace", "key", "value")).await;
     assert_eq!((resp.code, resp.remark), (0, None));
-    let resp = c.request(get("namespace", "key")).await;
+    let resp = c.request(kv_get("namespace", "key")).await;
     assert_eq!((resp.code, resp.ext("value")), (0, Some("value")));
-    let resp = c.request(get("namespace", "other")).await;
+    let resp = c.request(kv_get("namespace", "other")).await;
     assert_eq!(resp.code, 22);
     assert_eq!(resp.remark.as_deref(), Some("No config item, Namespace: namespace Key: other"));
     assert_eq!(resp.ext_fields, Some(ext(&[])));
-    let resp = c.request(request(102, &[("namespace", "namespace"), ("key", "key")])).await;
+    let resp = c.request(kv_delete("namespace", "key")).await;
     assert_eq!(resp.code, 0);
-    assert_eq!(c.request(get("namespace", "key")).await.code, 22);
-    assert_eq!(c.request(request(102, &[("namespace", "nope"), ("key", "key")])).await.code, 0, "always SUCCESS");
+    assert_eq!(c.request(kv_get("namespace", "key")).await.code, 22);
+    assert_eq!(c.request(kv_delete("nope", "key")).await.code, 0, "always SUCCESS");
 }
 
 #[tokio::test]
@@ -52,12 +44,12 @@ async fn kv_list_by_namespace() {
     let mut c = Client::connect(server.addr).await;
     let resp = c.request(request(219, &[("namespace", "default-namespace-1")])).await;
     assert_eq!((resp.code, resp.remark.as_deref()), (22, Some("No config item, Namespace: default-namespace-1")));
-    c.request(put("default-namespace-1", "b", "2")).await;
-    c.request(put("default-namespace-1", "a", "1")).await;
+    c.request(kv_put("default-namespace-1", "b", "2")).await;
+    c.request(kv_put("default-namespace-1", "a", "1")).await;
     let resp = c.request(request(219, &[("namespace", "default-namespace-1")])).await;
     assert_eq!((resp.code, &resp.body[..]), (0, &br#"{"table":{"a":"1","b":"2"}}"#[..]));
-    c.request(request(102, &[("namespace", "default-namespace-1"), ("key", "a")])).await;
-    c.request(request(102, &[("namespace", "default-namespace-1"), ("key", "b")])).await;
+    c.request(kv_delete("default-namespace-1", "a")).await;
+    c.request(kv_delete("default-namespace-1", "b")).await;
     let resp = c.request(request(219, &[("namespace", "default-namespace-1")])).await;
     assert_eq!((resp.code, &resp.body[..]), (0, &br#"{"table":{}}"#[..]), "the namespace stays");
 }
@@ -70,8 +62,8 @@ async fn kv_survives_restart() {
     {
         let server = start_with(config.clone()).await;
         let mut c = Client::connect(server.addr).await;
-        assert_eq!(c.request(put("ORDER_TOPIC_CONFIG", "TopicOrder", "broker-a:4;broker-b:4")).await.code, 0);
-        assert_eq!(c.request(put("ns", "k", "v\"quoted\"")).await.code, 0);
+        assert_eq!(c.request(kv_put("ORDER_TOPIC_CONFIG", "TopicOrder", "broker-a:4;broker-b:4")).await.code, 0);
+        assert_eq!(c.request(kv_put("ns", "k", "v\"quoted\"")).await.code, 0);
     }
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
@@ -79,8 +71,8 @@ async fn kv_survives_restart() {
     );
     let server = start_with(config).await;
     let mut c = Client::connect(server.addr).await;
-    assert_eq!(c.request(get("ns", "k")).await.ext("value"), Some("v\"quoted\""));
-    assert_eq!(c.request(get("ORDER_TOPIC_CONFIG", "TopicOrder")).await.ext("value"), Some("broker-a:4;broker-b:4"));
+    assert_eq!(c.request(kv_get("ns", "k")).await.ext("value"), Some("v\"quoted\""));
+    assert_eq!(c.request(kv_get("ORDER_TOPIC_CONFIG", "TopicOrder")).await.ext("value"), Some("broker-a:4;broker-b:4"));
 }
 
 #[tokio::test]
@@ -105,7 +97,7 @@ async fn ordered_topics() {
     let resp = register(&mut c, &broker, dv(1), TOPICS).await;
     assert!(resp.body.is_empty(), "no ORDER_TOPIC_CONFIG namespace yet");
     assert!(route(&mut c, "TopicOrder").await.unwrap().get("orderTopicConf").is_none(), "omitted, not empty");
-    c.request(put("ORDER_TOPIC_CONFIG", "TopicOrder", "broker-a:4")).await;
+    c.request(kv_put("ORDER_TOPIC_CONFIG", "TopicOrder", "broker-a:4")).await;
     let r = route(&mut c, "TopicOrder").await.unwrap();
     assert_eq!(r["orderTopicConf"], "broker-a:4");
     let legacy = c.request(route_request("TopicOrder", 317)).await;
@@ -113,7 +105,7 @@ async fn ordered_topics() {
     assert!(route(&mut c, "Plain").await.unwrap().get("orderTopicConf").is_none());
     let resp = register(&mut c, &broker, dv(1), TOPICS).await;
     assert_eq!(&resp.body[..], br#"{"table":{"TopicOrder":"broker-a:4"}}"#);
-    c.request(request(102, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "TopicOrder")])).await;
+    c.request(kv_delete("ORDER_TOPIC_CONFIG", "TopicOrder")).await;
     assert!(route(&mut c, "TopicOrder").await.unwrap().get("orderTopicConf").is_none());
 }
 
@@ -133,9 +125,9 @@ async fn concurrent_order_conf_changes_leave_the_route_as_the_kv_store() {
                 tokio::spawn(async move {
                     let mut c = Client::connect(addr).await;
                     let change = if i % 5 == 4 {
-                        request(102, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "TopicOrder")])
+                        kv_delete("ORDER_TOPIC_CONFIG", "TopicOrder")
                     } else {
-                        put("ORDER_TOPIC_CONFIG", "TopicOrder", &format!("broker-a:{}", i + 1))
+                        kv_put("ORDER_TOPIC_CONFIG", "TopicOrder", &format!("broker-a:{}", i + 1))
                     };
                     assert_eq!(c.request(change).await.code, 0);
                 })
@@ -144,7 +136,7 @@ async fn concurrent_order_conf_changes_leave_the_route_as_the_kv_store() {
         for change in changes {
             change.await.expect("change answered");
         }
-        let stored = c.request(get("ORDER_TOPIC_CONFIG", "TopicOrder")).await;
+        let stored = c.request(kv_get("ORDER_TOPIC_CONFIG", "TopicOrder")).await;
         let routed = route(&mut c, "TopicOrder").await.unwrap();
         let routed = routed.get("orderTopicConf").and_then(|v| v.as_str());
         assert_eq!(routed, stored.ext("value"), "round {round}");
@@ -156,7 +148,7 @@ async fn ordered_topics_need_order_message_enable_and_follow_its_runtime_change(
     let server = start().await;
     let mut c = Client::connect(server.addr).await;
     register(&mut c, &Broker::new("c", "broker-a", 0, "127.0.0.1:10911"), dv(1), TOPICS).await;
-    c.request(put("ORDER_TOPIC_CONFIG", "TopicOrder", "broker-a:4")).await;
+    c.request(kv_put("ORDER_TOPIC_CONFIG", "TopicOrder", "broker-a:4")).await;
     assert!(route(&mut c, "TopicOrder").await.unwrap().get("orderTopicConf").is_none(), "off by default");
     let resp = c.request(update_config("orderMessageEnable=true")).await;
     assert_eq!(resp.code, 0, "{:?}", resp.remark);

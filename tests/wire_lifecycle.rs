@@ -53,7 +53,7 @@ async fn warm_restart_serves_routes_at_once() {
     let server = start_with(config.clone()).await;
     let mut c = Client::connect(server.addr).await;
     register(&mut c, &broker(), dv(7), TOPICS).await;
-    c.request(request(100, &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "TopicA"), ("value", "broker-a:8")])).await;
+    c.request(kv_put("ORDER_TOPIC_CONFIG", "TopicA", "broker-a:8")).await;
     let before = c.request(route_request("TopicA", 479)).await.body;
     let info_before = c.request(request(106, &[])).await.body;
     server.shutdown().await;

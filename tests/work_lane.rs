@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use rocketns::NameServer;
@@ -53,14 +53,6 @@ fn lane_policies() -> Vec<u32> {
         }
     }
     policies
-}
-
-fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + within;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -1,8 +1,12 @@
 //! For tests, benches and the load generator, not used by the server: what a broker sends, built the way a
-//! 5.x broker builds it (REGISTER_BROKER bodies, JSON and compressed), and a decoded registration.
+//! 5.x broker builds it (REGISTER_BROKER bodies, JSON and compressed), and a decoded registration; the
+//! requests and frames of `wire`; the server in the test's own runtime (`server`). The one home of what
+//! more than one of the workspace's crates needs (tests/common builds on it).
 
 pub mod client_headers;
 pub mod reply;
+pub mod server;
+pub mod wire;
 
 use crate::protocol::{DataVersion, RegisterBrokerBody, TopicConfig};
 use crate::route::BrokerRegistration;

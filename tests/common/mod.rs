@@ -1,6 +1,9 @@
-//! Shared helpers of the wire tests: an in-process rocketns on 127.0.0.1 port 0, a raw client, and the
-//! requests brokers and clients send.
-#![allow(dead_code)]
+//! Shared helpers of the wire tests: an in-process rocketns on 127.0.0.1 port 0, a raw client, the real
+//! binary killed when a test ends, and the requests brokers and clients send. What other crates of the
+//! workspace need too (requests, frames, ports, the in-process server) lives in `rocketns::testing`, and
+//! is re-exported here.
+// Each test binary uses a part of these.
+#![allow(dead_code, unused_imports)]
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,44 +12,16 @@ use bytes::{Bytes, BytesMut};
 use rocketns::config::ClientProperties;
 use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, FrameDecoder, RemotingCommand, SerializeType, decode_command};
+pub use rocketns::testing::wire::{
+    BrokerIdentity, broker_request, free_port, properties_file, raw_frame, request, split_frame,
+};
 use rocketns::{NameServer, NamesrvConfig};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio_util::codec::Decoder;
 
 /// A server running inside the test's runtime; stopped when dropped.
-pub struct TestServer {
-    pub addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<Result<(), rocketns::server::ServeError>>>,
-}
-
-impl TestServer {
-    /// Starts the graceful shutdown, without waiting for it.
-    pub fn begin_shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-
-    /// Shuts down and waits until the server has stopped (routes saved, connections closed); fails the test
-    /// if it had stopped on a failure of its own.
-    pub async fn shutdown(mut self) {
-        self.begin_shutdown();
-        if let Some(task) = self.task.take() {
-            task.await.expect("server task").expect("the server stopped cleanly");
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
+pub type TestServer = rocketns::testing::server::InProcessServer;
 
 /// 127.0.0.1, port 0, and a KV file in a fresh temporary folder, kept after the test (restarts read it back);
 /// tests/run-all.sh points TMPDIR at a folder it removes at the end.
@@ -85,12 +60,7 @@ pub async fn start_with_properties(config: NamesrvConfig, properties: ClientProp
 }
 
 fn run(server: NameServer) -> TestServer {
-    let addr = server.local_addr().expect("local addr");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
-    TestServer { addr, stop: Some(stop), task: Some(task) }
+    TestServer::run(server).expect("local addr")
 }
 
 /// A raw remoting client, over plain TCP unless made `over` another stream (TLS).
@@ -128,11 +98,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
     /// The next whole frame, as raw bytes (prefix included); `None` when the server closed the connection.
     pub async fn read_frame_bytes(&mut self) -> Option<Bytes> {
         loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-                if self.buf.len() >= 4 + len {
-                    return Some(self.buf.split_to(4 + len).freeze());
-                }
+            if let Some(frame) = split_frame(&mut self.buf) {
+                return Some(frame.freeze());
             }
             let n = tokio::time::timeout(Duration::from_secs(10), self.stream.read_buf(&mut self.buf))
                 .await
@@ -176,8 +143,17 @@ pub fn ext(pairs: &[(&str, &str)]) -> ExtFields {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-pub fn request(code: i32, pairs: &[(&str, &str)]) -> RemotingCommand {
-    RemotingCommand::request(code, ext(pairs))
+/// KV_CONFIG's three writes and reads (PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG).
+pub fn kv_put(namespace: &str, key: &str, value: &str) -> RemotingCommand {
+    request(100, &[("namespace", namespace), ("key", key), ("value", value)])
+}
+
+pub fn kv_get(namespace: &str, key: &str) -> RemotingCommand {
+    request(101, &[("namespace", namespace), ("key", key)])
+}
+
+pub fn kv_delete(namespace: &str, key: &str) -> RemotingCommand {
+    request(102, &[("namespace", namespace), ("key", key)])
 }
 
 /// GET_ROUTEINFO_BY_TOPIC as a client of `version` sends it.
@@ -203,6 +179,10 @@ impl<'a> Broker<'a> {
     pub fn new(cluster: &'a str, name: &'a str, id: i64, addr: &'a str) -> Self {
         Broker { cluster, name, id, addr, ha_addr: "", acting_master: Some(false) }
     }
+
+    pub fn identity(&self) -> BrokerIdentity<'a> {
+        BrokerIdentity { cluster: self.cluster, name: self.name, id: self.id, addr: self.addr }
+    }
 }
 
 /// A topic config: (name, read/write queues, perm).
@@ -219,30 +199,18 @@ pub fn dv(counter: i64) -> DataVersion {
     DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 }
 }
 
-/// REGISTER_BROKER with a JSON body and its masked CRC, as a 5.x broker sends it.
+/// REGISTER_BROKER with a JSON body and its masked CRC, as a 5.x broker sends it (a 4.x broker, with
+/// `acting_master` `None`, sends no `enableActingMaster`).
 pub fn register_request(b: &Broker<'_>, dv: DataVersion, topics: &[(&str, i32, i32)]) -> RemotingCommand {
-    let body = register_body(dv, topics);
-    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
-    let mut pairs = vec![
-        ("brokerAddr", b.addr.to_string()),
-        ("brokerId", b.id.to_string()),
-        ("brokerName", b.name.to_string()),
-        ("clusterName", b.cluster.to_string()),
-        ("haServerAddr", b.ha_addr.to_string()),
-        ("compressed", "false".to_string()),
-        ("bodyCrc32", crc),
-    ];
-    if let Some(am) = b.acting_master {
-        pairs.push(("enableActingMaster", am.to_string()));
+    let mut r = rocketns::testing::wire::register_request(b.identity(), b.ha_addr, register_body(dv, topics), false);
+    if let (Some(am), Some(fields)) = (b.acting_master, r.ext_fields.as_mut()) {
+        fields.insert("enableActingMaster", am.to_string());
     }
-    let mut r = RemotingCommand::request(103, pairs.into_iter().collect());
-    r.body = Bytes::from(body);
     r
 }
 
 pub fn unregister_request(b: &Broker<'_>) -> RemotingCommand {
-    let id = b.id.to_string();
-    request(104, &[("brokerAddr", b.addr), ("brokerId", &id), ("brokerName", b.name), ("clusterName", b.cluster)])
+    broker_request(104, b.identity())
 }
 
 /// Registers and asserts SUCCESS; returns the reply.
@@ -289,7 +257,7 @@ pub async fn wait_for<F: Fn(&serde_json::Value) -> bool>(c: &mut Client, topic: 
 /// UPDATE_NAMESRV_CONFIG with a properties text.
 pub fn update_config(text: &str) -> RemotingCommand {
     let mut r = request(318, &[]);
-    r.body = Bytes::from(text.to_string());
+    r.body = Bytes::copy_from_slice(text.as_bytes());
     r
 }
 
@@ -313,26 +281,33 @@ pub fn queue_perm(route: &serde_json::Value, name: &str) -> i64 {
     q.iter().find(|q| q["brokerName"] == name).expect("queue data present")["perm"].as_i64().expect("perm")
 }
 
-/// A port free on 127.0.0.1 right now (for a server that must bind a known port).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+/// A process this test started, killed and reaped when dropped: a test that fails leaves no server
+/// running behind it.
+pub struct Spawned(pub std::process::Child);
+
+impl std::ops::Deref for Spawned {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
-/// Writes `dir/namesrv.properties` for the real binary: 127.0.0.1, `port` (0: any), the KV store in `dir`,
-/// then `extra` lines.
-pub fn properties_file(dir: &std::path::Path, port: u16, extra: &str) -> std::path::PathBuf {
-    let path = dir.join("namesrv.properties");
-    let text = format!(
-        "bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n{extra}",
-        dir.join("kvConfig.json").display()
-    );
-    std::fs::write(&path, text).expect("write the properties file");
-    path
+impl std::ops::DerefMut for Spawned {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The real `rocketns` binary, started with a `-c` file holding `properties` (which should say
 /// `bindAddress=127.0.0.1` and `listenPort=0`); returns it with the address from its boot line.
-pub fn spawn_binary(config_file: &std::path::Path) -> (std::process::Child, String) {
+pub fn spawn_binary(config_file: &std::path::Path) -> (Spawned, String) {
     let (child, addr, _logs) = spawn_binary_with_logs(config_file);
     (child, addr)
 }
@@ -357,7 +332,7 @@ pub fn log_line(logs: &Logs, text: &str, within: Duration) -> String {
 }
 
 /// `spawn_binary`, with the log lines that follow the boot line, as they come.
-pub fn spawn_binary_with_logs(config_file: &std::path::Path) -> (std::process::Child, String, Logs) {
+pub fn spawn_binary_with_logs(config_file: &std::path::Path) -> (Spawned, String, Logs) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_rocketns"));
     command.arg("-c").arg(config_file);
     spawn_command_with_logs(command)
@@ -365,14 +340,16 @@ pub fn spawn_binary_with_logs(config_file: &std::path::Path) -> (std::process::C
 
 /// Starts `command`, which runs the real binary (directly or through a wrapper such as `unshare`), and
 /// returns it with the address from its boot line and the log lines that follow, as they come.
-pub fn spawn_command_with_logs(mut command: std::process::Command) -> (std::process::Child, String, Logs) {
+pub fn spawn_command_with_logs(mut command: std::process::Command) -> (Spawned, String, Logs) {
     use std::io::BufRead;
-    let mut child = command
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn rocketns");
+    let mut child = Spawned(
+        command
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn rocketns"),
+    );
     let logs = child.stderr.take().expect("stderr");
     let mut lines = std::io::BufReader::new(logs).lines();
     let addr = loop {
@@ -391,6 +368,16 @@ pub fn spawn_command_with_logs(mut command: std::process::Command) -> (std::proc
         }
     });
     (child, addr, logs)
+}
+
+/// Polls `check` every 20 ms until it holds; fails the test, naming `what`, if it does not within
+/// `within` (for what a spawned process does in its own time; in-process waits use tokio's clock).
+pub fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The text of the metrics port's `/metrics`.

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use clap::Args;
 use rocketns::remoting::RemotingCommand;
+use rocketns::testing::wire::request;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -106,10 +107,6 @@ struct Frames {
     slow: Vec<u8>,
     audit: Vec<u8>,
     lookup: Vec<u8>,
-}
-
-fn request(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
-    RemotingCommand::request(code, fields.iter().map(|(k, v)| (*k, *v)).collect())
 }
 
 impl Frames {

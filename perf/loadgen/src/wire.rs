@@ -3,10 +3,9 @@
 
 use std::sync::LazyLock;
 
-use bytes::Bytes;
 use memchr::memmem;
 use rocketns::protocol::{DataVersion, TopicConfig};
-use rocketns::remoting::{ExtFields, RemotingCommand};
+use rocketns::remoting::RemotingCommand;
 
 /// A header field the load generator and the echo read.
 #[derive(Clone, Copy)]
@@ -55,26 +54,16 @@ pub fn register_request(
     counter: i64,
     compressed: bool,
 ) -> RemotingCommand {
-    use rocketns::testing::{register_body_compressed, register_body_json};
+    use rocketns::testing::{register_body_compressed, register_body_json, wire};
     let configs: Vec<TopicConfig> = topics.iter().map(|t| TopicConfig::new(t.as_str(), 8, 8, 6)).collect();
     let dv = DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 };
     let body =
         if compressed { register_body_compressed(&dv, &configs, &[]) } else { register_body_json(&dv, &configs) };
-    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
-    let ext: ExtFields = [
-        ("brokerAddr", addr.to_string()),
-        ("brokerId", id.to_string()),
-        ("brokerName", broker.to_string()),
-        ("clusterName", "DefaultCluster".to_string()),
-        ("haServerAddr", addr.replace("10911", "10912")),
-        ("compressed", "false".to_string()),
-        ("bodyCrc32", crc),
-        ("enableActingMaster", "false".to_string()),
-    ]
-    .into_iter()
-    .collect();
-    let mut cmd = RemotingCommand::request(103, ext);
-    cmd.body = Bytes::from(body);
+    let identity = wire::BrokerIdentity { cluster: "DefaultCluster", name: broker, id, addr };
+    let mut cmd = wire::register_request(identity, &addr.replace("10911", "10912"), body, compressed);
+    if let Some(fields) = cmd.ext_fields.as_mut() {
+        fields.insert("enableActingMaster", "false");
+    }
     cmd
 }
 

@@ -9,7 +9,8 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{free_port, server_binary, wait_for};
+use common::{server_binary, wait_for};
+use rocketns::testing::wire::free_port;
 
 #[test]
 fn the_hostile_fleet_is_held_to_the_budget() {

@@ -4,22 +4,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{free_port, server_binary, wait_for};
+use common::{server_binary, wait_for};
+use rocketns::testing::wire::{free_port, properties_file};
 
 fn loadgen() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rocketns-loadgen"))
-}
-
-/// `dir/namesrv.properties`: 127.0.0.1, `port`, the KV store in `dir`.
-fn properties_file(dir: &Path, port: u16) -> PathBuf {
-    let path = dir.join("namesrv.properties");
-    let text =
-        format!("bindAddress=127.0.0.1\nlistenPort={port}\nkvConfigPath={}\n", dir.join("kvConfig.json").display());
-    std::fs::write(&path, text).expect("write the properties file");
-    path
 }
 
 /// Runs `loadgen run` and returns its JSON summary, asserting that every reply was verified.
@@ -46,7 +37,7 @@ fn load_generator_against_rocketns_and_echo() {
     let addr = format!("127.0.0.1:{port}");
     let mut server = Command::new(server_binary())
         .arg("-c")
-        .arg(properties_file(dir.path(), port))
+        .arg(properties_file(dir.path(), port, ""))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -88,7 +79,7 @@ fn load_generator_against_rocketns_and_echo() {
     }
 
     let port = free_port();
-    let config = properties_file(dir.path(), port);
+    let config = properties_file(dir.path(), port, "");
     let out = loadgen()
         .args(["startup", "--addr", &format!("127.0.0.1:{port}"), "--"])
         .arg(server_binary())

@@ -14,7 +14,8 @@ mod common;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{free_port, server_binary, wait_for};
+use common::{server_binary, wait_for};
+use rocketns::testing::wire::free_port;
 
 /// The smallest requests pool the config allows (28 MiB: one 16 MiB frame and what it builds) and a 1 s
 /// large-frame deadline: the storms' frames wait for room, and a wait counted as lateness would close them.

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use rocketns::protocol::{DataVersion, TopicConfig};
 use rocketns::remoting::{ExtFields, RemotingCommand, SerializeType};
+use rocketns::testing::wire::{self, request};
 
 use crate::model::{BodyForm, BrokerSpec, Dv, Op, RouteClient, TopicSpec};
 
@@ -14,14 +15,6 @@ pub const V4_9_7: i32 = 404;
 pub const HEARTBEAT_TIMEOUT_MS: &str = "60000";
 /// The timeout of an `Expire` step's registration.
 pub const EXPIRE_TIMEOUT_MS: &str = "500";
-
-fn request(code: i32, pairs: &[(&str, &str)]) -> RemotingCommand {
-    let mut ext = ExtFields::new();
-    for (k, v) in pairs {
-        ext.insert(k, v);
-    }
-    RemotingCommand::request(code, ext)
-}
 
 fn data_version(dv: &Dv) -> DataVersion {
     DataVersion { counter: dv.counter, state_version: dv.state, timestamp: dv.timestamp }
@@ -66,22 +59,7 @@ fn body(broker: &BrokerSpec, dv: &Dv, topics: &[TopicSpec], form: BodyForm) -> V
 /// REGISTER_BROKER as the broker sends it.
 pub fn register(broker: &BrokerSpec, dv: &Dv, topics: &[TopicSpec], form: BodyForm, timeout: &str) -> RemotingCommand {
     let body = body(broker, dv, topics, form);
-    let crc = (crc32fast::hash(&body) & 0x7FFF_FFFF).to_string();
-    let id = broker.id.to_string();
-    let ha = broker.ha_addr();
-    let compressed = (form == BodyForm::Compressed).to_string();
-    let mut r = request(
-        103,
-        &[
-            ("brokerAddr", &broker.addr),
-            ("brokerId", &id),
-            ("brokerName", &broker.name),
-            ("clusterName", &broker.cluster),
-            ("haServerAddr", &ha),
-            ("compressed", &compressed),
-            ("bodyCrc32", &crc),
-        ],
-    );
+    let mut r = wire::register_request(identity(broker), &broker.ha_addr(), body, form == BodyForm::Compressed);
     let ext = r.ext_fields.get_or_insert_with(ExtFields::new);
     if broker.v4 {
         r.version = V4_9_7;
@@ -92,24 +70,21 @@ pub fn register(broker: &BrokerSpec, dv: &Dv, topics: &[TopicSpec], form: BodyFo
     if let Some(zone) = &broker.zone {
         ext.insert("__ZONE_NAME", zone);
     }
-    r.body = Bytes::from(body);
     r
 }
 
-/// A request that names a broker by the four fields its header classes share.
-fn broker_request(code: i32, b: &BrokerSpec) -> RemotingCommand {
-    let id = b.id.to_string();
-    request(code, &[("brokerAddr", &b.addr), ("brokerId", &id), ("brokerName", &b.name), ("clusterName", &b.cluster)])
+fn identity(b: &BrokerSpec) -> wire::BrokerIdentity<'_> {
+    wire::BrokerIdentity { cluster: &b.cluster, name: &b.name, id: b.id, addr: &b.addr }
 }
 
 /// UNREGISTER_BROKER of `b`.
 pub fn unregister(b: &BrokerSpec) -> RemotingCommand {
-    broker_request(104, b)
+    wire::broker_request(104, identity(b))
 }
 
 /// QUERY_DATA_VERSION of `b` with `dv` in the body.
 pub fn query_data_version(b: &BrokerSpec, dv: &Dv) -> RemotingCommand {
-    let mut r = broker_request(322, b);
+    let mut r = wire::broker_request(322, identity(b));
     r.body = Bytes::from(data_version(dv).to_json());
     r
 }
@@ -131,7 +106,7 @@ pub fn requests(brokers: &[BrokerSpec], op: &Op) -> Vec<(RemotingCommand, Serial
         }
         Op::Unregister { broker: b } => json(unregister(broker(b))),
         Op::Close { .. } => vec![],
-        Op::Heartbeat { broker: b } => json(broker_request(904, broker(b))),
+        Op::Heartbeat { broker: b } => json(wire::broker_request(904, identity(broker(b)))),
         Op::QueryDataVersion { broker: b, dv } => json(query_data_version(broker(b), dv)),
         Op::WipeWritePerm { broker_name } => json(request(205, &[("brokerName", broker_name)])),
         Op::AddWritePerm { broker_name } => json(request(327, &[("brokerName", broker_name)])),

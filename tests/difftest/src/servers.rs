@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rocketns::testing::server::InProcessServer;
 use rocketns::{NameServer, NamesrvConfig};
-use tokio::sync::oneshot;
 
 /// `scanNotActiveBrokerInterval` of both servers, in milliseconds.
 pub const SCAN_INTERVAL_MS: u64 = 200;
@@ -113,7 +113,7 @@ impl JavaLauncher {
 /// rocketns in this process, on 127.0.0.1 port 0 with its own KV file; stopped when dropped.
 pub struct Rocketns {
     pub addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
+    _server: InProcessServer,
     _dir: tempfile::TempDir,
 }
 
@@ -136,19 +136,7 @@ impl Rocketns {
             .apply_properties(format!("scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\n{properties}"), "difftest")
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let server = NameServer::bind(config, None).await.map_err(|e| std::io::Error::other(e.to_string()))?;
-        let addr = server.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Ok(Rocketns { addr, stop: Some(stop), _dir: dir })
-    }
-}
-
-impl Drop for Rocketns {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        let server = InProcessServer::run(server)?;
+        Ok(Rocketns { addr: server.addr, _server: server, _dir: dir })
     }
 }

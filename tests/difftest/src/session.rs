@@ -77,17 +77,13 @@ impl Connection {
             return Err(failure(step, "the connection was closed before the request was sent"));
         }
         loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-                if self.buf.len() >= 4 + len {
-                    let frame = self.buf.split_to(4 + len);
-                    let (reply, opaque) = Reply::from_frame(step, &frame).map_err(|e| failure(step, &e.to_string()))?;
-                    // A request from the server (none is expected) or a stale reply is passed over.
-                    if opaque == cmd.opaque && reply.flag & 1 == 1 {
-                        return Ok(reply);
-                    }
-                    continue;
+            if let Some(frame) = rocketns::testing::wire::split_frame(&mut self.buf) {
+                let (reply, opaque) = Reply::from_frame(step, &frame).map_err(|e| failure(step, &e.to_string()))?;
+                // A request from the server (none is expected) or a stale reply is passed over.
+                if opaque == cmd.opaque && reply.flag & 1 == 1 {
+                    return Ok(reply);
                 }
+                continue;
             }
             match tokio::time::timeout(REPLY_TIMEOUT, self.stream.read_buf(&mut self.buf)).await {
                 Err(_) => return Err(failure(step, "no reply within 10 s")),

@@ -1,4 +1,5 @@
-//! What the load generator's tests share: the server binary beside it, a free port, waiting for a listener.
+//! What the load generator's tests share beside `rocketns::testing::wire` (free ports, properties files):
+//! the server binary beside it, waiting for a listener.
 
 use std::path::{Path, PathBuf};
 
@@ -14,17 +15,10 @@ pub fn server_binary() -> PathBuf {
     path
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
 /// Waits (up to 10 s) until something accepts connections at `addr`.
 pub fn wait_for(addr: &str) {
-    for _ in 0..500 {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("nothing listens at {addr}");
+    assert!(
+        rocketns::testing::wire::wait_for_listener(addr, std::time::Duration::from_secs(10)),
+        "nothing listens at {addr}"
+    );
 }
