@@ -28,6 +28,7 @@ use crate::protocol::codes::{request, response};
 use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, RepeatedHeader, announced_frame_len, peek_header};
 use crate::route::{BrokerAddrKey, ConnId};
 use crate::state::ServerState;
+use crate::limits::throttle::client_log;
 
 /// A connection reads at most this much at first: a polling client's request with room to spare. Reads that
 /// fill it double it, up to `SMALL_FRAME` (as Netty's adaptive receive buffer grows for Java), so a
@@ -302,12 +303,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         match read {
             Woke::Idle if p.large.is_some() => {
                 let timeout_ms = self.large_frame_timeout.as_millis();
-                crate::limits::throttle::client_log!(warn, conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
+                client_log!(warn, conn = self.id, timeout_ms, "large frame not complete in time, closing connection");
                 self.state.metrics.budget.frames_too_slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Err(Closing)
             }
             Woke::Idle => {
-                crate::limits::throttle::client_log!(info, conn = self.id, "connection idle, closing it");
+                client_log!(info, conn = self.id, "connection idle, closing it");
                 Err(Closing)
             }
             Woke::Read(Ok(0)) => {
@@ -339,7 +340,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return Ok(Served::Ended),
                 Err(e) => {
-                    crate::limits::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable frame, closing connection");
+                    client_log!(warn, conn = self.id, error = %e, "undecodable frame, closing connection");
                     return Err(Closing);
                 }
             };
@@ -354,7 +355,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             let mut cmd = RemotingCommand::blank();
             if let Err(e) = p.headers.decode_into(frame, &mut cmd) {
-                crate::limits::throttle::client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
+                client_log!(warn, conn = self.id, error = %e, "undecodable header, closing connection");
                 return Err(Closing);
             }
             if cmd.is_response() {
@@ -427,12 +428,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             Err(_) if large => {
                 let timeout_ms = limit.as_millis();
-                crate::limits::throttle::client_log!(warn, conn = self.id, timeout_ms, "large reply not taken in time, closing connection");
+                client_log!(warn, conn = self.id, timeout_ms, "large reply not taken in time, closing connection");
                 self.state.metrics.budget.replies_not_taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Err(Closing)
             }
             Err(_) => {
-                crate::limits::throttle::client_log!(info, conn = self.id, "peer takes no replies, closing the connection");
+                client_log!(info, conn = self.id, "peer takes no replies, closing the connection");
                 Err(Closing)
             }
         }

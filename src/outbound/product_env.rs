@@ -25,6 +25,7 @@ use crate::ops::metrics::Metrics;
 use crate::protocol::codes::{request, response};
 use crate::protocol::remote_route::RemoteRoute;
 use crate::remoting::{ExtFields, RemotingCommand};
+use crate::limits::throttle::client_log;
 
 /// Java's `connectTimeoutMillis`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -95,7 +96,7 @@ impl ProductEnv {
     ) -> Result<(), RequestError> {
         let Ok(permit) = self.pending.clone().try_acquire_owned() else {
             self.metrics.outbound.product_busy.fetch_add(1, Ordering::Relaxed);
-            crate::limits::throttle::client_log!(warn, waiting = MAX_PENDING, "cluster-test lookup refused: too many wait for the product environment");
+            client_log!(warn, waiting = MAX_PENDING, "cluster-test lookup refused: too many wait for the product environment");
             return Err(RequestError::Busy);
         };
         let (this, topic, zone) = (self.clone(), topic.to_string(), zone.map(str::to_string));
@@ -105,7 +106,7 @@ impl ProductEnv {
                 Ok(Some(_)) => &this.metrics.outbound.product_found,
                 Ok(None) => &this.metrics.outbound.product_not_found,
                 Err(e) => {
-                    crate::limits::throttle::client_log!(info, topic = %crate::error::shown(&topic, 256), error = %e, "route lookup in the product environment failed");
+                    client_log!(info, topic = %crate::error::shown(&topic, 256), error = %e, "route lookup in the product environment failed");
                     &this.metrics.outbound.product_failed
                 }
             };

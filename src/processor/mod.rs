@@ -18,6 +18,7 @@ use crate::protocol::lenient;
 use crate::remoting::{OutQueue, RemotingCommand};
 use crate::route::{ConnId, RouteConfig};
 use crate::state::ServerState;
+use crate::limits::throttle::client_log;
 
 /// Who sent a request: its connection, and the address it came from (for the audit log).
 #[derive(Debug, Clone, Copy)]
@@ -199,7 +200,7 @@ async fn check_signature(acl: &std::sync::Arc<crate::processor::acl::AccessContr
             .ok_or(RequestError::ShuttingDown)?
     };
     checked.map_err(|denied| {
-        crate::limits::throttle::client_log!(warn, code = req.code, reason = %denied, "request refused by access control");
+        client_log!(warn, code = req.code, reason = %denied, "request refused by access control");
         denied.into()
     })
 }

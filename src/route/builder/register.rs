@@ -11,6 +11,7 @@ use crate::protocol::topic_name::is_valid_topic_name;
 use crate::protocol::{BrokerData, QueueConfig};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, DEFAULT_BROKER_TIMEOUT};
 use crate::route::min_broker_id::MinBrokerIdChange;
+use crate::limits::throttle::client_log;
 
 /// What the registering broker is to its group, which decides whether its topic configs define routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +46,7 @@ impl RouteBuilder<'_> {
         let lowers_min_id = r.broker_id < group.broker_addrs.keys().next().copied().unwrap_or(MASTER_ID);
         release_other_id(&mut group, r);
         if self.older_than_holder_of_id(&group, r) {
-            crate::limits::throttle::client_log!(warn, broker = %shown(&r.broker_addr, 256), "registration with an older stateVersion rejected");
+            client_log!(warn, broker = %shown(&r.broker_addr, 256), "registration with an older stateVersion rejected");
             self.live.remove(&live_key(r));
             self.put_broker(group);
             return Ok(RegisterResult::default());
@@ -163,7 +164,7 @@ impl RouteBuilder<'_> {
         }
         if let Some(example) = example {
             let example = example.map(|t| shown(t, 256).escape_debug().to_string());
-            crate::limits::throttle::client_log!(warn, broker = %shown(&r.broker_addr, 256), ignored, ?example, "topic configs without a valid topicName ignored");
+            client_log!(warn, broker = %shown(&r.broker_addr, 256), ignored, ?example, "topic configs without a valid topicName ignored");
         }
         restored
     }
