@@ -16,6 +16,7 @@
 //! - `route`: immutable route snapshots, the single writer, broker liveness, the warm-restart file;
 //! - `remoting`: frames and command headers (the wire codec); `protocol`: RocketMQ data types, their exact
 //!   JSON and the request and response codes;
+//! - `controller`: the rules of the controller Java runs with `enableControllerInNamesrv` (not started yet);
 //! - beside them: `limits` (what clients may make the server spend), `store` (files written durably), `ops`
 //!   (metrics, the operator's port, the audit log), `config` (the Java configuration keys);
 //! - `state`: the server's shared state; `error`: failures mapped to response codes in one place;
@@ -44,7 +45,9 @@ macro_rules! internal_modules {
 
 pub mod config;
 
-internal_modules!(error, limits, net, ops, outbound, processor, protocol, remoting, route, service, state, store);
+internal_modules!(
+    controller, error, limits, net, ops, outbound, processor, protocol, remoting, route, service, state, store
+);
 
 // The embedder's API: the threads that answer lookups, the work lane and the server, at the crate's root.
 pub use net::{cores, lane};
