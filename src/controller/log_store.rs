@@ -1,0 +1,219 @@
+//! The controller's Raft log on disk (`controllerStorePath`): entries appended to `raft-log` and synced
+//! before openraft is told they are written, the vote and the purge point in `raft-meta.json` (replaced
+//! atomically). Each record is its length, its CRC32 and the entry's JSON; a record cut short or garbled
+//! by a crash ends the log when it is read back (it was never reported written). Truncating and purging
+//! rewrite the file atomically: the log stays short, because snapshots let it be purged.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{LogId, StorageError, StorageIOError, Vote};
+use serde::{Deserialize, Serialize};
+
+use super::raft::{ControllerRaft, Entry, NodeId};
+use crate::store::fsutil;
+
+const LOG_FILE: &str = "raft-log";
+const META_FILE: &str = "raft-meta.json";
+
+/// What `raft-meta.json` holds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Meta {
+    vote: Option<Vote<NodeId>>,
+    last_purged: Option<LogId<NodeId>>,
+}
+
+struct Log {
+    dir: PathBuf,
+    /// `raft-log`, opened for appending.
+    file: File,
+    entries: BTreeMap<u64, Entry>,
+    meta: Meta,
+}
+
+/// The log; cheap to clone (the readers openraft asks for share it).
+#[derive(Clone)]
+pub struct LogStore {
+    log: Arc<Mutex<Log>>,
+}
+
+fn io_error(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl LogStore {
+    /// Opens the log in `dir` (created if need be), as the last run left it.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let meta: Meta = match std::fs::read(dir.join(META_FILE)) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(io_error)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Meta::default(),
+            Err(e) => return Err(e),
+        };
+        let path = dir.join(LOG_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let (mut entries, whole) = read_records(&bytes);
+        let purged = meta.last_purged.map(|id| id.index);
+        entries.retain(|index, _| purged.is_none_or(|p| *index > p));
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        if whole < bytes.len() {
+            tracing::warn!(path = %path.display(), kept = whole, cut = bytes.len() - whole, "the controller log's last record was not whole: cut");
+            file.set_len(whole as u64)?;
+            file.sync_all()?;
+        }
+        File::open(dir)?.sync_all()?;
+        Ok(LogStore { log: Arc::new(Mutex::new(Log { dir: dir.to_path_buf(), file, entries, meta })) })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        // A panic while it was held left it as the last completed operation made it.
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The whole records at the start of `bytes`, and where they end.
+fn read_records(bytes: &[u8]) -> (BTreeMap<u64, Entry>, usize) {
+    let mut entries = BTreeMap::new();
+    let mut at = 0;
+    while let Some(header) = bytes.get(at..at + 8) {
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let crc = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+        let Some(body) = bytes.get(at + 8..at + 8 + len) else { break };
+        if crc32fast::hash(body) != crc {
+            break;
+        }
+        let Ok(entry) = serde_json::from_slice::<Entry>(body) else { break };
+        entries.insert(entry.log_id.index, entry);
+        at += 8 + len;
+    }
+    (entries, at)
+}
+
+fn record(entry: &Entry, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let body = serde_json::to_vec(entry).map_err(io_error)?;
+    let len = u32::try_from(body.len()).map_err(io_error)?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+impl Log {
+    fn write_meta(&self, meta: &Meta) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(meta).map_err(io_error)?;
+        fsutil::replace_durably(&self.dir.join(META_FILE), &bytes).map_err(io_error)
+    }
+
+    /// Replaces the log file with `entries` and keeps them.
+    fn rewrite(&mut self, entries: BTreeMap<u64, Entry>) -> std::io::Result<()> {
+        let mut bytes = Vec::new();
+        for entry in entries.values() {
+            record(entry, &mut bytes)?;
+        }
+        let path = self.dir.join(LOG_FILE);
+        fsutil::replace_durably(&path, &bytes).map_err(io_error)?;
+        self.file = OpenOptions::new().append(true).open(&path)?;
+        self.entries = entries;
+        Ok(())
+    }
+
+    /// Appends and syncs; on a failure the file is cut back to where it was and nothing is kept.
+    fn append(&mut self, new: Vec<Entry>) -> std::io::Result<()> {
+        let mut bytes = Vec::new();
+        for entry in &new {
+            record(entry, &mut bytes)?;
+        }
+        let before = self.file.metadata()?.len();
+        let written = self.file.write_all(&bytes).and_then(|()| self.file.sync_data());
+        if let Err(e) = written {
+            let _ = self.file.set_len(before);
+            return Err(e);
+        }
+        self.entries.extend(new.into_iter().map(|e| (e.log_id.index, e)));
+        Ok(())
+    }
+}
+
+impl RaftLogReader<ControllerRaft> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError<NodeId>> {
+        Ok(self.lock().entries.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+impl RaftLogStorage<ControllerRaft> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<ControllerRaft>, StorageError<NodeId>> {
+        let log = self.lock();
+        let last_purged_log_id = log.meta.last_purged;
+        let last_log_id = log.entries.values().next_back().map(|e| e.log_id).or(last_purged_log_id);
+        Ok(LogState { last_purged_log_id, last_log_id })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut log = self.lock();
+        let meta = Meta { vote: Some(*vote), ..log.meta.clone() };
+        log.write_meta(&meta).map_err(|e| StorageIOError::write_vote(&e))?;
+        log.meta = meta;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        Ok(self.lock().meta.vote)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<ControllerRaft>) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let appended = self.lock().append(entries.into_iter().collect());
+        match appended {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                let error = StorageIOError::write_logs(&e).into();
+                callback.log_io_completed(Err(e));
+                Err(error)
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut log = self.lock();
+        let kept = log.entries.range(..log_id.index).map(|(i, e)| (*i, e.clone())).collect();
+        log.rewrite(kept).map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut log = self.lock();
+        // The purge point first: entries at or below it are dropped when read back, whether or not the
+        // rewrite below got to run.
+        let meta = Meta { last_purged: Some(log_id), ..log.meta.clone() };
+        log.write_meta(&meta).map_err(|e| StorageIOError::write_logs(&e))?;
+        log.meta = meta;
+        let kept = log.entries.range(log_id.index + 1..).map(|(i, e)| (*i, e.clone())).collect();
+        log.rewrite(kept).map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,158 @@
+//! The replicated state as openraft applies it: the committed entries' events applied in order, and
+//! snapshots of it in `raft-snapshot.json` (replaced atomically) from which a restart or a lagging node
+//! starts, instead of the whole log.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
+use openraft::{EntryPayload, LogId, RaftSnapshotBuilder, StorageError, StorageIOError, StoredMembership};
+use serde::{Deserialize, Serialize};
+
+use super::raft::{ControllerRaft, Entry, NodeId};
+use super::replicas::ReplicasInfo;
+use crate::store::fsutil;
+
+const SNAPSHOT_FILE: &str = "raft-snapshot.json";
+
+type Membership = StoredMembership<NodeId, openraft::BasicNode>;
+type Meta = SnapshotMeta<NodeId, openraft::BasicNode>;
+
+/// `raft-snapshot.json`: the snapshot's metadata and the state it holds.
+#[derive(Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: Meta,
+    state: ReplicasInfo,
+}
+
+/// The applied state, shared by the state machine, its snapshot builder and whoever decides requests.
+pub struct Applied {
+    pub state: ReplicasInfo,
+    pub last_applied: Option<LogId<NodeId>>,
+    pub membership: Membership,
+    /// The last snapshot, as it is in its file.
+    snapshot: Option<(Meta, Vec<u8>)>,
+}
+
+#[derive(Clone)]
+pub struct StateMachine {
+    dir: PathBuf,
+    applied: Arc<Mutex<Applied>>,
+}
+
+impl StateMachine {
+    /// The state of the last snapshot in `dir`, or an empty one; the log's entries after it are applied
+    /// again by openraft once they are known committed.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(SNAPSHOT_FILE);
+        fsutil::remove_stale_temporaries(&path);
+        let mut applied =
+            Applied { state: ReplicasInfo::default(), last_applied: None, membership: Membership::default(), snapshot: None };
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let stored: StoredSnapshot = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
+                applied.last_applied = stored.meta.last_log_id;
+                applied.membership = stored.meta.last_membership.clone();
+                applied.snapshot = Some((stored.meta, stored.state.to_snapshot()));
+                applied.state = stored.state;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        Ok(StateMachine { dir: dir.to_path_buf(), applied: Arc::new(Mutex::new(applied)) })
+    }
+
+    /// The applied state, to decide requests against (held briefly: the state machine waits meanwhile).
+    pub fn applied(&self) -> MutexGuard<'_, Applied> {
+        self.applied.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Writes `state` as the snapshot `meta` names, then keeps it as the current one.
+    fn store(&self, applied: &mut Applied, meta: Meta, state: &ReplicasInfo) -> std::io::Result<Vec<u8>> {
+        let stored = StoredSnapshot { meta: meta.clone(), state: state.clone() };
+        let bytes = serde_json::to_vec(&stored).map_err(std::io::Error::other)?;
+        fsutil::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(std::io::Error::other)?;
+        let data = state.to_snapshot();
+        applied.snapshot = Some((meta, data.clone()));
+        Ok(data)
+    }
+}
+
+impl RaftSnapshotBuilder<ControllerRaft> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<ControllerRaft>, StorageError<NodeId>> {
+        let this = self.clone();
+        let mut applied = this.applied();
+        let last = applied.last_applied;
+        let meta = Meta {
+            last_log_id: last,
+            last_membership: applied.membership.clone(),
+            snapshot_id: last.map_or_else(|| "empty".to_string(), |id| format!("{}-{}", id.leader_id, id.index)),
+        };
+        let state = applied.state.clone();
+        let data = this.store(&mut applied, meta.clone(), &state).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+    }
+}
+
+impl RaftStateMachine<ControllerRaft> for StateMachine {
+    type SnapshotBuilder = StateMachine;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
+        let applied = self.applied();
+        Ok((applied.last_applied, applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<()>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut applied = self.applied();
+        let mut results = Vec::new();
+        for entry in entries {
+            match &entry.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(events) => {
+                    for event in events {
+                        applied.state.apply(event);
+                    }
+                }
+                EntryPayload::Membership(m) => applied.membership = Membership::new(Some(entry.log_id), m.clone()),
+            }
+            applied.last_applied = Some(entry.log_id);
+            results.push(());
+        }
+        Ok(results)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError<NodeId>> {
+        let signature = Some(meta.signature());
+        let state = ReplicasInfo::from_snapshot(snapshot.get_ref())
+            .map_err(|e| StorageIOError::read_snapshot(signature.clone(), &e))?;
+        let this = self.clone();
+        let mut applied = this.applied();
+        this.store(&mut applied, meta.clone(), &state).map_err(|e| StorageIOError::write_snapshot(signature, &e))?;
+        applied.state = state;
+        applied.last_applied = meta.last_log_id;
+        applied.membership = meta.last_membership.clone();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<ControllerRaft>>, StorageError<NodeId>> {
+        let applied = self.applied();
+        Ok(applied.snapshot.as_ref().map(|(meta, data)| Snapshot {
+            meta: meta.clone(),
+            snapshot: Box::new(Cursor::new(data.clone())),
+        }))
+    }
+}
