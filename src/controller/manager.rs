@@ -7,28 +7,7 @@ use std::collections::BTreeSet;
 use super::FIRST_BROKER_CONTROLLER_ID;
 use super::elect::{self, BrokerLiveness};
 use super::replicas::{ControllerEvent, ReplicasInfo};
-use crate::protocol::codes::response;
-
-/// Java's ResponseCode values for the controller (2000-2016).
-pub mod code {
-    pub const FENCED_MASTER_EPOCH: i32 = 2000;
-    pub const FENCED_SYNC_STATE_SET_EPOCH: i32 = 2001;
-    pub const INVALID_MASTER: i32 = 2002;
-    pub const INVALID_REPLICAS: i32 = 2003;
-    pub const MASTER_NOT_AVAILABLE: i32 = 2004;
-    pub const INVALID_REQUEST: i32 = 2005;
-    pub const BROKER_NOT_ALIVE: i32 = 2006;
-    pub const NOT_LEADER: i32 = 2007;
-    pub const BROKER_METADATA_NOT_EXIST: i32 = 2008;
-    pub const INVALID_CLEAN_BROKER_METADATA: i32 = 2009;
-    pub const BROKER_NEED_TO_BE_REGISTERED: i32 = 2010;
-    pub const MASTER_STILL_EXIST: i32 = 2011;
-    pub const ELECT_MASTER_FAILED: i32 = 2012;
-    pub const ALTER_SYNC_STATE_SET_FAILED: i32 = 2013;
-    pub const BROKER_ID_INVALID: i32 = 2014;
-    pub const JRAFT_INTERNAL_ERROR: i32 = 2015;
-    pub const BROKER_LIVE_INFO_NOT_EXISTS: i32 = 2016;
-}
+use crate::protocol::codes::{controller as code, response};
 
 /// A group's master as the answers give it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::elect::{BrokerLiveInfo, BrokerLiveness};
-use super::manager::{self, Body, ElectRequest, code};
+use super::manager::{self, Body, ElectRequest};
+use crate::protocol::codes::controller as code;
 use super::replicas::{ControllerEvent, ReplicasInfo};
 
 const CLUSTER: &str = "cluster-a";

@@ -41,6 +41,23 @@ pub mod response {
     pub const GO_AWAY: i32 = 1500;
 }
 
+/// The controller's response codes (`ResponseCode`, 2000-2016) that it answers so far.
+pub mod controller {
+    pub const FENCED_MASTER_EPOCH: i32 = 2000;
+    pub const FENCED_SYNC_STATE_SET_EPOCH: i32 = 2001;
+    pub const INVALID_MASTER: i32 = 2002;
+    pub const INVALID_REPLICAS: i32 = 2003;
+    pub const MASTER_NOT_AVAILABLE: i32 = 2004;
+    pub const BROKER_NOT_ALIVE: i32 = 2006;
+    pub const BROKER_METADATA_NOT_EXIST: i32 = 2008;
+    pub const INVALID_CLEAN_BROKER_METADATA: i32 = 2009;
+    pub const BROKER_NEED_TO_BE_REGISTERED: i32 = 2010;
+    pub const MASTER_STILL_EXIST: i32 = 2011;
+    pub const ELECT_MASTER_FAILED: i32 = 2012;
+    pub const ALTER_SYNC_STATE_SET_FAILED: i32 = 2013;
+    pub const BROKER_ID_INVALID: i32 = 2014;
+}
+
 /// `MQVersion.Version` ordinals that change what the NameServer does.
 pub mod version {
     /// V3_0_11: from here on REGISTER_BROKER carries a RegisterBrokerBody.
