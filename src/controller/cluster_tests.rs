@@ -113,19 +113,29 @@ fn event(i: u64) -> Vec<ControllerEvent> {
     }]
 }
 
-async fn leader(nodes: &Nodes, except: Option<NodeId>) -> Node {
-    for _ in 0..200 {
-        let any = nodes.lock().expect("nodes").values().next().cloned();
+/// Writes `data` through the leader of the moment (not `except`), trying again for up to 20 s while
+/// there is none or it changes under the write (a busy machine can delay heartbeats past an election
+/// timeout); returns the leader that took it.
+async fn write(nodes: &Nodes, except: Option<NodeId>, data: Vec<ControllerEvent>) -> Node {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let any = running(nodes).into_iter().next();
         if let Some(node) = any
             && let Some(id) = node.current_leader().await
             && Some(id) != except
-            && let Some(leader) = nodes.lock().expect("nodes").get(&id).cloned()
+            && let Some(leader) = node_up(nodes, id)
+            && leader.client_write(data.clone()).await.is_ok()
         {
             return leader;
         }
+        assert!(tokio::time::Instant::now() < deadline, "no leader took the write within 20 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("no leader elected");
+}
+
+/// Node `id`, if it is up (the table is not held after).
+fn node_up(nodes: &Nodes, id: NodeId) -> Option<Node> {
+    nodes.lock().expect("nodes").get(&id).cloned()
 }
 
 /// The nodes up now (the table is not held meanwhile: the nodes' messages need it).
@@ -162,9 +172,9 @@ async fn replicate_stop_and_restart(nodes: Nodes) {
     let first = nodes.lock().expect("nodes")[&0].clone();
     first.initialize(members).await.expect("initialized");
 
-    let leader_node = leader(&nodes, None).await;
-    for i in 0..25 {
-        leader_node.client_write(event(i)).await.expect("written");
+    let mut leader_node = write(&nodes, None, event(0)).await;
+    for i in 1..25 {
+        leader_node = write(&nodes, None, event(i)).await;
     }
     let last = leader_node.metrics().borrow().last_log_index.expect("a log");
     for node in running(&nodes) {
@@ -185,14 +195,14 @@ async fn replicate_stop_and_restart(nodes: Nodes) {
     }
 
     // The leader stops: another is elected and takes writes.
-    let old = leader_node.metrics().borrow().id;
-    nodes.lock().expect("nodes").remove(&old);
-    leader_node.shutdown().await.expect("stopped");
-    let next = leader(&nodes, Some(old)).await;
-    assert_ne!(next.metrics().borrow().id, old);
-    for i in 25..30 {
-        next.client_write(event(i)).await.expect("written by the new leader");
+    let old = leader_node.current_leader().await.expect("a leader");
+    let stopped = nodes.lock().expect("nodes").remove(&old).expect("the leader is up");
+    stopped.shutdown().await.expect("stopped");
+    let mut next = write(&nodes, Some(old), event(25)).await;
+    for i in 26..30 {
+        next = write(&nodes, Some(old), event(i)).await;
     }
+    assert_ne!(next.metrics().borrow().id, old, "written by another leader");
 
     // The old leader restarts from its files and catches up.
     let (restarted, machine) = start(old, dirs[old as usize].path(), &nodes).await;

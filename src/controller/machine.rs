@@ -20,10 +20,17 @@ type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 type Meta = SnapshotMeta<NodeId, openraft::BasicNode>;
 
 /// `raft-snapshot.json`: the snapshot's metadata and the state it holds.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct StoredSnapshot {
     meta: Meta,
     state: ReplicasInfo,
+}
+
+/// The same, written from borrowed parts.
+#[derive(Serialize)]
+struct SnapshotToStore<'a> {
+    meta: &'a Meta,
+    state: &'a ReplicasInfo,
 }
 
 /// The applied state, shared by the state machine, its snapshot builder and whoever decides requests.
@@ -55,8 +62,8 @@ impl StateMachine {
                 let stored: StoredSnapshot = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
                 applied.last_applied = stored.meta.last_log_id;
                 applied.membership = stored.meta.last_membership.clone();
-                applied.snapshot = Some((stored.meta, stored.state.to_snapshot()));
                 applied.state = stored.state;
+                applied.snapshot = Some((stored.meta, bytes));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
@@ -69,14 +76,14 @@ impl StateMachine {
         self.applied.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Writes `state` as the snapshot `meta` names, then keeps it as the current one.
-    fn store(&self, applied: &mut Applied, meta: Meta, state: &ReplicasInfo) -> std::io::Result<Vec<u8>> {
-        let stored = StoredSnapshot { meta: meta.clone(), state: state.clone() };
-        let bytes = serde_json::to_vec(&stored).map_err(std::io::Error::other)?;
+    /// Writes `applied.state` as the snapshot `meta` names, then keeps it as the current one; returns the
+    /// snapshot's data, which is the file's content (what a follower installs, and a restart reads).
+    fn store(&self, applied: &mut Applied, meta: Meta) -> std::io::Result<Vec<u8>> {
+        let bytes = serde_json::to_vec(&SnapshotToStore { meta: &meta, state: &applied.state })
+            .map_err(std::io::Error::other)?;
         fsutil::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(std::io::Error::other)?;
-        let data = state.to_snapshot();
-        applied.snapshot = Some((meta, data.clone()));
-        Ok(data)
+        applied.snapshot = Some((meta, bytes.clone()));
+        Ok(bytes)
     }
 }
 
@@ -90,8 +97,7 @@ impl RaftSnapshotBuilder<ControllerRaft> for StateMachine {
             last_membership: applied.membership.clone(),
             snapshot_id: last.map_or_else(|| "empty".to_string(), |id| format!("{}-{}", id.leader_id, id.index)),
         };
-        let state = applied.state.clone();
-        let data = this.store(&mut applied, meta.clone(), &state).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let data = this.store(&mut applied, meta.clone()).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
@@ -137,12 +143,17 @@ impl RaftStateMachine<ControllerRaft> for StateMachine {
 
     async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError<NodeId>> {
         let signature = Some(meta.signature());
-        let state = ReplicasInfo::from_snapshot(snapshot.get_ref())
-            .map_err(|e| StorageIOError::read_snapshot(signature.clone(), &e))?;
+        let state = serde_json::from_slice::<StoredSnapshot>(snapshot.get_ref())
+            .map_err(|e| StorageIOError::read_snapshot(signature.clone(), &e))?
+            .state;
         let this = self.clone();
         let mut applied = this.applied();
-        this.store(&mut applied, meta.clone(), &state).map_err(|e| StorageIOError::write_snapshot(signature, &e))?;
-        applied.state = state;
+        let previous = std::mem::replace(&mut applied.state, state);
+        if let Err(e) = this.store(&mut applied, meta.clone()) {
+            // Not installed: the state stays the one the last applied entry left.
+            applied.state = previous;
+            return Err(StorageIOError::write_snapshot(signature, &e).into());
+        }
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
         Ok(())

@@ -88,13 +88,13 @@ pub fn elect_master(
     let Some((replicas, sync)) = state.group(req.broker_name) else {
         return Decision::refused(code::BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered");
     };
-    let all: BTreeSet<i64> = replicas.brokers.keys().copied().collect();
     // The first election takes the broker that asks, as Java's does.
     let first = (sync.first_election() && req.broker_id != -1).then_some(req.broker_id);
     let new_master = first.or_else(|| {
         let designated = req.designate.then_some(req.broker_id);
-        let candidates = (&sync.sync_state_set, unclean.then_some(&all));
-        elect::elect(live, (&replicas.cluster, req.broker_name), candidates.0, candidates.1, sync.master, designated)
+        let all: Option<BTreeSet<i64>> = unclean.then(|| replicas.brokers.keys().copied().collect());
+        let group = (replicas.cluster.as_str(), req.broker_name);
+        elect::elect(live, group, &sync.sync_state_set, all.as_ref(), sync.master, designated)
     });
     let master = |id: Option<i64>, master_epoch, set_epoch| MasterInfo {
         master_broker_id: id,

@@ -1,7 +1,7 @@
 //! The controller's replicated state: per broker group (keyed by broker name, as Java keys it) the
 //! brokers' ids, addresses and register check codes, and the group's master, SyncStateSet and epochs.
 //! Only [`ControllerEvent`]s change it, applied in the order the log holds them, so every node that
-//! applies the same log holds the same state; a snapshot is the state itself.
+//! applies the same log holds the same state; a snapshot is the state itself (`machine`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -173,14 +173,5 @@ impl ReplicasInfo {
                 self.sync_states.remove(broker_name);
             }
         }
-    }
-
-    /// The state as a snapshot's bytes.
-    pub fn to_snapshot(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    pub fn from_snapshot(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(bytes)
     }
 }

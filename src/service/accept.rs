@@ -34,14 +34,15 @@ impl Connections {
     /// `serverMaxConnections` are open.
     pub(super) fn admit(&mut self, stream: TcpStream, peer: SocketAddr) {
         let state = &self.state;
-        let limit = state.config.load().server_max_connections;
+        let config = state.config.load();
+        let limit = config.server_max_connections;
         if state.metrics.connections.load(Ordering::Relaxed).max(0) as u64 >= limit {
             state.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%peer, limit, "connection limit reached, closing the new connection");
             return;
         }
         let _ = stream.set_nodelay(true);
-        set_buffer_sizes(&stream, &state.config.load());
+        set_buffer_sizes(&stream, &config);
         let id = self.next_id;
         self.next_id += 1;
         tracing::debug!(conn = id, %peer, "connection accepted");
