@@ -67,6 +67,15 @@ pub enum RequestError {
     NotSupported(i32),
     #[error(transparent)]
     AccessDenied(#[from] crate::processor::acl::AccessDenied),
+    /// A controller request Java refuses as invalid (a heartbeat without its broker id).
+    #[error("{0}")]
+    ControllerInvalidRequest(String),
+    /// A controller request that only the leader serves, sent to a node that is not it.
+    #[error("The controller is not in leader state")]
+    ControllerNotLeader,
+    /// The controller's log did not take a decision in time (Java waits 5 s for its DLedger append).
+    #[error("the controller could not replicate the change: {0}")]
+    ControllerReplication(String),
 }
 
 impl RequestError {
@@ -80,6 +89,8 @@ impl RequestError {
                 ConfigUpdateError::BlackListed(_) | ConfigUpdateError::StartupOnly(_) | ConfigUpdateError::Unknown(_),
             )
             | RequestError::AccessDenied(_) => response::NO_PERMISSION,
+            RequestError::ControllerInvalidRequest(_) => crate::protocol::codes::controller::INVALID_REQUEST,
+            RequestError::ControllerNotLeader => crate::protocol::codes::controller::NOT_LEADER,
             RequestError::MissingField(_)
             | RequestError::InvalidField { .. }
             | RequestError::CrcMismatch
@@ -92,7 +103,8 @@ impl RequestError {
             | RequestError::KvNamespaceOrKeyNull
             | RequestError::KvValueNull
             | RequestError::Persist(_)
-            | RequestError::ConfigUpdate(_) => response::SYSTEM_ERROR,
+            | RequestError::ConfigUpdate(_)
+            | RequestError::ControllerReplication(_) => response::SYSTEM_ERROR,
         }
     }
 

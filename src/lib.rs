@@ -16,7 +16,7 @@
 //! - `route`: immutable route snapshots, the single writer, broker liveness, the warm-restart file;
 //! - `remoting`: frames and command headers (the wire codec); `protocol`: RocketMQ data types, their exact
 //!   JSON and the request and response codes;
-//! - `controller`: the rules of the controller Java runs with `enableControllerInNamesrv` (not started yet);
+//! - `controller`: the controller Java runs with `enableControllerInNamesrv` (master election on openraft);
 //! - beside them: `limits` (what clients may make the server spend), `store` (files written durably), `ops`
 //!   (metrics, the operator's port, the audit log), `config` (the Java configuration keys);
 //! - `state`: the server's shared state; `error`: failures mapped to response codes in one place;

@@ -9,9 +9,10 @@
 # rocketns beside the Java NameServer (tests/java/side-by-side.sh), Java and Go clients through brokers found
 # via rocketns (tests/java/clients.sh), a 5.x acting-master pair and 905 notices (tests/java/acting-master.sh),
 # signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode beside the Java NameServer
-# 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy (tests/java/proxy.sh) and
-# generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh); the ops,
-# interop and Java stages need root. Each stage's checks and result are printed as it ends (its whole output
+# 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy (tests/java/proxy.sh),
+# generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh), and a Java
+# broker group in controller mode failing over through rocketns's controller, then Java's
+# (tests/java/controller.sh); the ops, interop and Java stages need root. Each stage's checks and result are printed as it ends (its whole output
 # is in target/test-logs/STAGE.log); the last line counts the stages: `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are
 # named. The first run on a fresh machine installs cargo-deb, Debian's prometheus, the rocketmq-rust broker
 # and the Java RocketMQ jars, and builds the fuzz targets and the interop client (README, "Before you start").
@@ -26,10 +27,10 @@ export TMPDIR="$scratch"
 # terminal shows its checks and counts, and the end of its log when it fails.
 logs=target/test-logs
 mkdir -p "$logs"
-shown='^(PASS|FAIL|WARN|INFO)|^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
+shown='^(PASS|FAIL|WARN|INFO)|^controller: |^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
 
 all=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side
-    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest)
+    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-controller)
 stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
@@ -51,6 +52,7 @@ declare -A what=(
     [java-cluster-test]="cluster-test mode beside the Java NameServer 4.9.7 (and 5.3.3) in the same mode"
     [java-proxy]="the gRPC Java client through a Java Proxy 5.3.3 whose NameServer is rocketns, then Java's"
     [java-difftest]="generated request sequences, Java NameServer 5.3.3 and rocketns in lockstep"
+    [java-controller]="a Java 5.3.3 broker group in controller mode fails over through rocketns's controller, then Java's"
 )
 for stage in "${stages[@]}"; do
     if [ -z "${what[$stage]+set}" ]; then
@@ -78,6 +80,7 @@ run_stage() {
         java-cluster-test) bash tests/java/cluster-test.sh ;;
         java-proxy) bash tests/java/proxy.sh ;;
         java-difftest) bash tests/java/difftest.sh ;;
+        java-controller) bash tests/java/controller.sh ;;
     esac
 }
 

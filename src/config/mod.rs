@@ -166,7 +166,33 @@ namesrv_config! {
     enable_all_topic_list: bool = true => "enableAllTopicList",
     enable_topic_list: bool = true => "enableTopicList",
     notify_min_broker_id_changed: bool = false => "notifyMinBrokerIdChanged",
+    /// Also run the controller (src/controller/): master election for brokers in controller mode, on the
+    /// `controllerDLegerPeers` addresses, as Java 5.x does with this key.
     enable_controller_in_namesrv: bool = false => "enableControllerInNamesrv",
+    /// The controller group's name, as `GET_METADATA_INFO` (1005) reports it.
+    controller_dleger_group: String = String::new() => "controllerDLegerGroup",
+    /// The controller nodes, `id-host:port` separated by `;` (`n0-127.0.0.1:9878;n1-...`): each node listens
+    /// at its own address, for brokers and for the other nodes. The same on every node.
+    controller_dleger_peers: String = String::new() => "controllerDLegerPeers",
+    /// Which of `controllerDLegerPeers` this node is.
+    controller_dleger_self_id: String = String::new() => "controllerDLegerSelfId",
+    /// Where the controller keeps its Raft log and snapshots; empty means `~/DledgerController`.
+    controller_store_path: String = String::new() => "controllerStorePath",
+    /// Only `DLedger` (Java's default) is accepted: rocketns replicates on openraft under either name's
+    /// keys, and Java's `jRaft` keys are not read.
+    controller_type: String = "DLedger".into() => "controllerType",
+    /// An election may choose a live broker outside the SyncStateSet when none in it is live.
+    enable_elect_unclean_master: bool = false => "enableElectUncleanMaster",
+    /// Tell a group's live brokers of a new master (NOTIFY_BROKER_ROLE_CHANGED, 1008).
+    notify_broker_role_changed: bool = true => "notifyBrokerRoleChanged",
+    /// How often the leader looks for groups whose master is gone, in milliseconds.
+    scan_inactive_master_interval: u64 = 5000 => "scanInactiveMasterInterval",
+    /// Java's controller thread pool and queue; requests are served on the work runtime here.
+    controller_thread_pool_nums: i32 = 16 => "controllerThreadPoolNums",
+    controller_request_thread_pool_queue_capacity: i32 = 50000 => "controllerRequestThreadPoolQueueCapacity",
+    /// DLedger's mapped file size; the openraft log has no mapped files.
+    mapped_file_size: i32 = 1024 * 1024 * 1024 => "mappedFileSize",
+    elect_master_max_retry_count: i32 = 3 => "electMasterMaxRetryCount",
     need_wait_for_service: bool = false => "needWaitForService",
     wait_seconds_for_service: i32 = 45 => "waitSecondsForService",
     /// A full registration drops the broker's topics it no longer lists.
@@ -293,6 +319,13 @@ impl NamesrvConfig {
                 key: "logFormat".into(),
                 value: self.log_format.clone(),
                 expected: "text or json",
+            });
+        }
+        if self.enable_controller_in_namesrv && !self.upgrade_socket_path.is_empty() {
+            return Err(ConfigError::InvalidValue {
+                key: "upgradeSocketPath".into(),
+                value: self.upgrade_socket_path.clone(),
+                expected: "empty with enableControllerInNamesrv (the controller's port and store are not handed over)",
             });
         }
         let pool_max = crate::limits::budget::MAX_POOL as u64;

@@ -9,6 +9,17 @@ use super::elect::{self, BrokerLiveness};
 use super::replicas::{ControllerEvent, ReplicasInfo};
 use crate::protocol::codes::{controller as code, response};
 
+/// What the replicated state may hold, whoever asks (SECURITY.md): groups, brokers in a group, and the
+/// bytes of each name, address and check code a broker gives.
+pub const MAX_GROUPS: usize = 10_000;
+pub const MAX_BROKERS_PER_GROUP: usize = 64;
+pub const MAX_TEXT: usize = 512;
+
+/// A request that would take the state past its bounds: CONTROLLER_INVALID_REQUEST.
+fn over_bounds(what: &str) -> Decision {
+    Decision::refused(code::INVALID_REQUEST, format!("{what}: over the controller's bounds (SECURITY.md)"))
+}
+
 /// A group's master as the answers give it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MasterInfo {
@@ -48,7 +59,7 @@ pub struct Decision {
 }
 
 impl Decision {
-    fn ok() -> Self {
+    pub fn ok() -> Self {
         Decision {
             code: response::SUCCESS,
             remark: None,
@@ -70,9 +81,9 @@ impl Decision {
 }
 
 /// CONTROLLER_ELECT_MASTER's fields: `broker_id` -1 when the controller itself asks (its scan found the
-/// master gone); `designate` when an admin names the broker to elect.
+/// master gone); `designate` when an admin names the broker to elect. Its cluster is not read: the
+/// group's own is (as Java's).
 pub struct ElectRequest<'a> {
-    pub cluster: &'a str,
     pub broker_name: &'a str,
     pub broker_id: i64,
     pub designate: bool,
@@ -216,7 +227,13 @@ pub fn apply_broker_id(state: &ReplicasInfo, (cluster, broker_name): (&str, &str
         broker_id: id,
         check_code: check_code.to_string(),
     };
+    if [cluster, broker_name, check_code].iter().any(|t| t.len() > MAX_TEXT) {
+        return over_bounds("a cluster, broker name or check code over 512 bytes");
+    }
     let Some(replicas) = state.replicas(broker_name) else {
+        if state.groups() >= MAX_GROUPS {
+            return over_bounds("a new group");
+        }
         if id == FIRST_BROKER_CONTROLLER_ID {
             return Decision::ok().with_event(event);
         }
@@ -226,6 +243,7 @@ pub fn apply_broker_id(state: &ReplicasInfo, (cluster, broker_name): (&str, &str
         return Decision::refused(code::BROKER_ID_INVALID, err);
     };
     match replicas.brokers.get(&id) {
+        None if replicas.brokers.len() >= MAX_BROKERS_PER_GROUP => over_bounds("a new broker in the group"),
         Some(known) if known.check_code != check_code => Decision::refused(
             code::BROKER_ID_INVALID,
             format!("Fail to apply brokerId: {id} in broker-set: {broker_name}"),
@@ -249,6 +267,9 @@ pub fn register_broker(
         let err = format!("BrokerId: {id} hasn't been registered in broker-set: {broker_name}");
         return Decision::refused(code::BROKER_NEED_TO_BE_REGISTERED, err);
     };
+    if address.len() > MAX_TEXT {
+        return over_bounds("an address over 512 bytes");
+    }
     let mut decision = Decision::ok();
     if let Some(master) = sync.master.filter(|m| live.is_alive(cluster, broker_name, *m)) {
         decision.master = MasterInfo {

@@ -1,23 +1,34 @@
 //! The controller that Java 5.x runs in the NameServer process with `enableControllerInNamesrv=true`: it
 //! elects a master for each broker group in controller mode and keeps the group's SyncStateSet and epochs.
 //!
-//! So far the rules and their replication, without the network: `replicas` is the replicated state
+//! `replicas` is the replicated state
 //! (Java's ReplicasInfoManager tables) and the events that alone change it, applied in log order;
 //! `manager` decides each request (what to answer, which events to append) from that state, as Java's
 //! ReplicasInfoManager does; `elect` chooses a new master (Java's DefaultElectPolicy). `raft` declares
 //! the Raft types on openraft, `log_store` keeps the log on disk and `machine` applies it and keeps its
-//! snapshots, from which a restart starts. Nothing here is on the NameServer's lookup path, and it uses
-//! nothing of the route table or the server's life.
-
-// The server does not start the controller yet (issue 34): until it does, only the tests use these.
-#![cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+//! snapshots, from which a restart starts. `node` serves requests (read and written by `wire`) with them,
+//! `heartbeat` follows which brokers live, `notify` tells brokers of new masters, `network` carries Raft
+//! between nodes and `listener` is the port. Nothing here is on the NameServer's lookup path, and it uses
+//! nothing of the route table: the server starts it with `enableControllerInNamesrv` ([`Controller`]).
 
 pub mod elect;
+pub mod heartbeat;
+pub mod listener;
 pub mod log_store;
 pub mod machine;
 pub mod manager;
+pub mod network;
+pub mod node;
+pub mod notify;
 pub mod raft;
 pub mod replicas;
+pub mod settings;
+pub mod wire;
+
+use std::sync::Arc;
+
+use crate::config::NamesrvConfig;
+pub use settings::{ControllerSettings, SettingsError};
 
 #[cfg(test)]
 mod tests;
@@ -28,3 +39,110 @@ mod cluster_tests;
 
 /// Java's `MixAll.FIRST_BROKER_CONTROLLER_ID`: the id of the first broker of a group.
 pub const FIRST_BROKER_CONTROLLER_ID: i64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error("the controller cannot listen at {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("the controller's store {path}: {source}")]
+    Store { path: String, source: std::io::Error },
+    #[error("the controller's {task} ended: {reason}")]
+    Ended { task: &'static str, reason: String },
+    /// Asked to stop, it did.
+    #[error("the controller stopped")]
+    Stopped,
+}
+
+/// The controller, its port bound, ready to run beside the NameServer.
+pub struct Controller {
+    settings: ControllerSettings,
+    listener: std::net::TcpListener,
+}
+
+impl Controller {
+    /// Reads the settings and binds the port of this node's peer address on `bindAddress`.
+    pub fn bind(config: &NamesrvConfig) -> Result<Controller, ControllerError> {
+        let settings = ControllerSettings::from_config(config)?;
+        let addr = settings.me().addr.clone();
+        let port = addr.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
+        let bind = format!("{}:{port}", config.bind_address);
+        let listener = std::net::TcpListener::bind(&bind)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|source| ControllerError::Listen { addr: bind, source })?;
+        Ok(Controller { settings, listener })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Runs the node until `stop` completes (then [`ControllerError::Stopped`]) or one of its tasks ends,
+    /// which none should: the error says which and why. Either way the node leaves the group and its
+    /// connections close.
+    pub async fn run(self, stop: impl std::future::Future<Output = ()>) -> ControllerError {
+        let store = self.settings.store_path.display().to_string();
+        let listener = match tokio::net::TcpListener::from_std(self.listener) {
+            Ok(l) => l,
+            Err(source) => return ControllerError::Listen { addr: self.settings.me().addr.clone(), source },
+        };
+        let (changes, notices) = tokio::sync::mpsc::channel(notify::QUEUE);
+        let node = match node::ControllerNode::start(self.settings, changes).await {
+            Ok(node) => node,
+            Err(source) => return ControllerError::Store { path: store, source },
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        let serving = node.clone();
+        tasks.spawn(async move {
+            let ended = listener::serve(listener, serving).await;
+            ("port", ended.map_err(|e| e.to_string()).err())
+        });
+        tasks.spawn(async move {
+            notify::run(notices).await;
+            ("role change notifier", None)
+        });
+        let scanning = node.clone();
+        tasks.spawn(async move {
+            scan(scanning).await;
+            ("scans", None)
+        });
+        let ended = tokio::select! {
+            ended = tasks.join_next() => ended,
+            () = stop => {
+                tasks.shutdown().await;
+                let _ = node.raft.shutdown().await;
+                return ControllerError::Stopped;
+            }
+        };
+        tasks.shutdown().await;
+        let _ = node.raft.shutdown().await;
+        match ended {
+            Some(Ok((task, reason))) => {
+                ControllerError::Ended { task, reason: reason.unwrap_or_else(|| "it returned".into()) }
+            }
+            Some(Err(e)) => ControllerError::Ended { task: "task", reason: e.to_string() },
+            None => ControllerError::Ended { task: "task", reason: "none ran".into() },
+        }
+    }
+}
+
+/// The two periodic scans: brokers silent past their timeout (every `scanNotActiveBrokerInterval`), and
+/// on the leader, groups whose master is gone (every `scanInactiveMasterInterval`).
+async fn scan(node: Arc<node::ControllerNode>) {
+    let mut brokers = tokio::time::interval(node.settings.scan_not_active_broker_interval);
+    let mut masters = tokio::time::interval(node.settings.scan_inactive_master_interval);
+    brokers.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    masters.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = brokers.tick() => {
+                let gone = node.heartbeats.expire();
+                if !gone.is_empty() {
+                    node.brokers_inactive(gone).await;
+                }
+            }
+            _ = masters.tick() => node.reelect_where_needed().await,
+        }
+    }
+}

@@ -75,6 +75,11 @@ pub struct ReplicasInfo {
 }
 
 impl ReplicasInfo {
+    /// How many groups it holds.
+    pub fn groups(&self) -> usize {
+        self.replicas.len()
+    }
+
     /// The group's two halves, when both are there (Java's `isContainsBroker`).
     pub fn group(&self, broker_name: &str) -> Option<(&BrokerReplicaInfo, &SyncStateInfo)> {
         Some((self.replicas.get(broker_name)?, self.sync_states.get(broker_name)?))

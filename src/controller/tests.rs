@@ -63,14 +63,14 @@ fn register_new_broker(state: &mut ReplicasInfo, address: &str, expected_id: i64
 }
 
 fn broker_elect(state: &mut ReplicasInfo, id: i64, live: &dyn BrokerLiveness) -> manager::Decision {
-    let req = ElectRequest { cluster: CLUSTER, broker_name: GROUP, broker_id: id, designate: false };
+    let req = ElectRequest { broker_name: GROUP, broker_id: id, designate: false };
     let decision = manager::elect_master(state, &req, live, false);
     apply(state, &decision);
     decision
 }
 
 fn controller_elect(state: &ReplicasInfo, live: &dyn BrokerLiveness) -> manager::Decision {
-    let req = ElectRequest { cluster: "", broker_name: GROUP, broker_id: -1, designate: false };
+    let req = ElectRequest { broker_name: GROUP, broker_id: -1, designate: false };
     manager::elect_master(state, &req, live, false)
 }
 
@@ -172,7 +172,7 @@ fn admins_elect_a_designated_live_broker_only() {
     assert_ne!(new_master, 1);
     assert_eq!(epoch, 2);
     alter(&mut state, (new_master, epoch), &[1, 2, 3], decision.master.sync_state_set_epoch.expect("epoch"));
-    let admin = |id| ElectRequest { cluster: CLUSTER, broker_name: GROUP, broker_id: id, designate: true };
+    let admin = |id| ElectRequest { broker_name: GROUP, broker_id: id, designate: true };
     let dead = manager::elect_master(&state, &admin(1), &live(|id| id != 1), false);
     assert_eq!(dead.code, code::ELECT_MASTER_FAILED);
     let same = manager::elect_master(&state, &admin(new_master), &all_alive(), false);
@@ -198,7 +198,7 @@ fn a_master_lost_with_nobody_in_sync_is_recorded_gone() {
     assert_eq!((info.master.master_address, info.master.master_epoch), (None, Some(2)));
     assert_eq!(master_of(&state).3, set(&[1]));
     // With unclean elections on, a live replica out of sync takes over.
-    let req = ElectRequest { cluster: "", broker_name: GROUP, broker_id: -1, designate: false };
+    let req = ElectRequest { broker_name: GROUP, broker_id: -1, designate: false };
     let unclean = manager::elect_master(&state, &req, &live(|id| id != 1), true);
     assert_eq!((unclean.code, unclean.master.master_broker_id), (0, Some(2)));
 }
@@ -273,4 +273,38 @@ fn the_state_survives_a_snapshot() {
     let restored: ReplicasInfo = serde_json::from_slice(&bytes).expect("a snapshot reads back");
     assert_eq!(restored, state);
     assert_eq!(manager::next_broker_id(&restored, GROUP).next_broker_id, Some(4));
+}
+
+/// Anyone may take broker ids: the state holds at most MAX_GROUPS groups of MAX_BROKERS_PER_GROUP, with
+/// names, addresses and check codes of at most MAX_TEXT bytes; beyond, CONTROLLER_INVALID_REQUEST and no
+/// event.
+#[test]
+fn the_state_is_bounded_whoever_asks() {
+    let mut state = ReplicasInfo::default();
+    for i in 0..manager::MAX_GROUPS {
+        let applied = manager::apply_broker_id(&state, (CLUSTER, &format!("g{i}")), 1, "127.0.0.1:1;1");
+        assert_eq!(applied.code, 0);
+        apply(&mut state, &applied);
+    }
+    let refused = manager::apply_broker_id(&state, (CLUSTER, "one-more"), 1, "127.0.0.1:1;1");
+    assert_eq!((refused.code, refused.events.len()), (code::INVALID_REQUEST, 0));
+    // An id a group already has is taken again with its check code, however full the state.
+    assert_eq!(manager::apply_broker_id(&state, (CLUSTER, "g0"), 1, "127.0.0.1:1;1").code, 0);
+
+    let mut state = ReplicasInfo::default();
+    for id in 1..=manager::MAX_BROKERS_PER_GROUP as i64 {
+        let next = manager::next_broker_id(&state, GROUP).next_broker_id.unwrap();
+        let applied = manager::apply_broker_id(&state, (CLUSTER, GROUP), next, &format!("127.0.0.1:{id};1"));
+        assert_eq!(applied.code, 0, "{:?}", applied.remark);
+        apply(&mut state, &applied);
+    }
+    let next = manager::next_broker_id(&state, GROUP).next_broker_id.unwrap();
+    let refused = manager::apply_broker_id(&state, (CLUSTER, GROUP), next, "127.0.0.1:65;1");
+    assert_eq!((refused.code, refused.events.len()), (code::INVALID_REQUEST, 0));
+
+    let long = "x".repeat(manager::MAX_TEXT + 1);
+    let refused = manager::apply_broker_id(&ReplicasInfo::default(), (CLUSTER, &long), 1, "127.0.0.1:1;1");
+    assert_eq!(refused.code, code::INVALID_REQUEST);
+    let refused = manager::register_broker(&state, (CLUSTER, GROUP), (1, &long), &all_alive());
+    assert_eq!((refused.code, refused.events.len()), (code::INVALID_REQUEST, 0));
 }

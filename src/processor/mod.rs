@@ -219,12 +219,12 @@ fn success() -> RemotingCommand {
 }
 
 /// A header field that must be present.
-fn required<'a>(req: &'a RemotingCommand, field: &'static str) -> Result<&'a str, RequestError> {
+pub(crate) fn required<'a>(req: &'a RemotingCommand, field: &'static str) -> Result<&'a str, RequestError> {
     req.ext(field).ok_or(RequestError::MissingField(field))
 }
 
 /// A `long` header field; present but not a number is an error (Java would fail on it later).
-fn long_field(req: &RemotingCommand, field: &'static str) -> Result<Option<i64>, RequestError> {
+pub(crate) fn long_field(req: &RemotingCommand, field: &'static str) -> Result<Option<i64>, RequestError> {
     match req.ext(field) {
         None => Ok(None),
         Some(v) => lenient::parse_java_long(v)
@@ -233,6 +233,6 @@ fn long_field(req: &RemotingCommand, field: &'static str) -> Result<Option<i64>,
     }
 }
 
-fn bool_field(req: &RemotingCommand, field: &str) -> Option<bool> {
+pub(crate) fn bool_field(req: &RemotingCommand, field: &str) -> Option<bool> {
     req.ext(field).map(lenient::parse_java_bool)
 }

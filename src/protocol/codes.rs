@@ -41,14 +41,38 @@ pub mod response {
     pub const GO_AWAY: i32 = 1500;
 }
 
-/// The controller's response codes (`ResponseCode`, 2000-2016) that it answers so far.
+/// The controller's request codes (`RequestCode`), on the `controllerDLegerPeers` addresses.
+pub mod controller_request {
+    pub const ALTER_SYNC_STATE_SET: i32 = 1001;
+    pub const ELECT_MASTER: i32 = 1002;
+    pub const REGISTER_BROKER: i32 = 1003;
+    pub const GET_REPLICA_INFO: i32 = 1004;
+    pub const GET_METADATA_INFO: i32 = 1005;
+    pub const GET_SYNC_STATE_DATA: i32 = 1006;
+    /// Sent by the controller to brokers, never received.
+    pub const NOTIFY_BROKER_ROLE_CHANGED: i32 = 1008;
+    pub const UPDATE_CONTROLLER_CONFIG: i32 = 1009;
+    pub const GET_CONTROLLER_CONFIG: i32 = 1010;
+    pub const CLEAN_BROKER_DATA: i32 = 1011;
+    pub const GET_NEXT_BROKER_ID: i32 = 1012;
+    pub const APPLY_BROKER_ID: i32 = 1013;
+    /// rocketns's own, between controller nodes (openraft's RPCs, JSON bodies), outside RocketMQ's codes;
+    /// a Java (DLedger) controller node cannot join a rocketns group (COMPATIBILITY.md).
+    pub const RAFT_APPEND_ENTRIES: i32 = 60001;
+    pub const RAFT_VOTE: i32 = 60002;
+    pub const RAFT_INSTALL_SNAPSHOT: i32 = 60003;
+}
+
+/// The controller's response codes (`ResponseCode`, 2000-2016) that it answers.
 pub mod controller {
     pub const FENCED_MASTER_EPOCH: i32 = 2000;
     pub const FENCED_SYNC_STATE_SET_EPOCH: i32 = 2001;
     pub const INVALID_MASTER: i32 = 2002;
     pub const INVALID_REPLICAS: i32 = 2003;
     pub const MASTER_NOT_AVAILABLE: i32 = 2004;
+    pub const INVALID_REQUEST: i32 = 2005;
     pub const BROKER_NOT_ALIVE: i32 = 2006;
+    pub const NOT_LEADER: i32 = 2007;
     pub const BROKER_METADATA_NOT_EXIST: i32 = 2008;
     pub const INVALID_CLEAN_BROKER_METADATA: i32 = 2009;
     pub const BROKER_NEED_TO_BE_REGISTERED: i32 = 2010;

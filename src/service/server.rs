@@ -44,6 +44,8 @@ pub enum StartError {
     Audit(#[from] crate::ops::audit::AuditOpenError),
     #[error(transparent)]
     Upgrade(#[from] crate::service::upgrade::UpgradeError),
+    #[error(transparent)]
+    Controller(#[from] crate::controller::ControllerError),
 }
 
 pub struct NameServer {
@@ -58,6 +60,8 @@ pub struct NameServer {
     predecessor: Option<Predecessor>,
     state: ServerState,
     writer: RouteWriter,
+    /// The controller (`enableControllerInNamesrv`), its port bound.
+    controller: Option<crate::controller::Controller>,
 }
 
 /// How the accept loop ended.
@@ -142,6 +146,11 @@ impl NameServer {
         } else {
             None
         };
+        let controller = if config.enable_controller_in_namesrv {
+            Some(crate::controller::Controller::bind(&config)?)
+        } else {
+            None
+        };
         let product_env = config.cluster_test.then(|| config.product_env_name.clone());
         let audit_log_path = config.audit_log_path.clone();
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
@@ -156,7 +165,17 @@ impl NameServer {
             "" => None,
             path => Some(UpgradeListener::bind(path)?),
         };
-        Ok(NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor: None, state, writer })
+        Ok(NameServer {
+            listener,
+            tls,
+            metrics_listener,
+            metrics_socket,
+            upgrade,
+            predecessor: None,
+            state,
+            writer,
+            controller,
+        })
     }
 
     /// Answers settled connections' lookups on `lookups`, a runtime other than the one `run` runs on: new
@@ -191,6 +210,11 @@ impl NameServer {
         self.listener.local_addr()
     }
 
+    /// The controller's port, with `enableControllerInNamesrv`.
+    pub fn controller_addr(&self) -> Option<SocketAddr> {
+        self.controller.as_ref().and_then(|c| c.local_addr().ok())
+    }
+
     /// Serves until `shutdown` completes, then stops gracefully: no new connections; for a grace period
     /// (`shutdownWaitTimeSeconds` with `enableShutdownGracefully`, half a second otherwise) open connections
     /// are still served, clients newer than 5.3.1 being told GO_AWAY as Java does; the routes are saved for
@@ -206,9 +230,10 @@ impl NameServer {
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor, state, writer } = self;
+        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor, state, writer, controller } =
+            self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
-        let mut tasks = Supervised::start(&state, writer, metrics_listener, saver_stop);
+        let mut tasks = Supervised::start(&state, writer, metrics_listener, saver_stop, controller);
         if let Some(predecessor) = predecessor
             && let Err(e) = predecessor.serving()
         {
@@ -223,6 +248,7 @@ impl NameServer {
             Stopped::Failed(failure) => {
                 tracing::error!(error = %failure, "stopping: the routes can no longer be kept");
                 connections.close().await;
+                tasks.stop_controller().await;
                 tasks.abort();
                 return Err(failure);
             }
@@ -237,6 +263,7 @@ impl NameServer {
         let _ = stop_saver.send(());
         tasks.saved().await;
         connections.close().await;
+        tasks.stop_controller().await;
         tasks.abort();
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! The background tasks the server depends on (the route writer, the expiry scan, the route saver, the
-//! operator's port, the 905 notifier): started together, watched while the server serves, and reported with
+//! operator's port, the 905 notifier, the controller): started together, watched while the server serves, and reported with
 //! their panic when one ends, which stops the server (see `NameServer::run` for why none is restarted).
 
 use std::future::Future;
@@ -21,6 +21,10 @@ pub(super) struct Supervised {
     http: Option<JoinHandle<()>>,
     /// The 905 notifier, with `notifyMinBrokerIdChanged`.
     notifier: Option<JoinHandle<()>>,
+    /// The controller, with `enableControllerInNamesrv`: brokers in controller mode depend on it.
+    controller: Option<JoinHandle<crate::controller::ControllerError>>,
+    /// Tells the controller to stop (it leaves the group and closes its port).
+    stop_controller: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Supervised {
@@ -32,11 +36,13 @@ impl Supervised {
         mut writer: RouteWriter,
         metrics_listener: Option<TcpListener>,
         stop_saver: tokio::sync::oneshot::Receiver<()>,
+        controller: Option<crate::controller::Controller>,
     ) -> Self {
         // The writer's batches (a restart storm's snapshots of a million routes), the saves and the scans
         // run on the work lane and its blocking pool: on the runtime `run` runs on, their threads took a
         // lookup's core for milliseconds at a time.
         let background = state.lane.clone().unwrap_or_else(tokio::runtime::Handle::current);
+        let (stop_controller, controller_stop) = tokio::sync::oneshot::channel();
         let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
             let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
             writer.send_min_broker_id_changes(sink);
@@ -53,6 +59,13 @@ impl Supervised {
             )),
             http: metrics_listener.map(|l| tokio::spawn(crate::ops::http::serve(l, state.clone()))),
             notifier,
+            // Its fsyncs and decisions on the work lane too, away from the lookups.
+            controller: controller.map(|c| {
+                background.spawn(c.run(async {
+                    let _ = controller_stop.await;
+                }))
+            }),
+            stop_controller: Some(stop_controller),
         }
     }
 
@@ -65,6 +78,10 @@ impl Supervised {
             ended = &mut self.saver => task_ended("route snapshot saver", ended),
             ended = optional(&mut self.http) => task_ended("metrics HTTP server", ended),
             ended = optional(&mut self.notifier) => task_ended("905 notifier", ended),
+            ended = optional(&mut self.controller) => match ended {
+                Ok(e) => ServeError::TaskEnded { task: "controller", reason: e.to_string() },
+                Err(e) => task_ended("controller", Err(e)),
+            },
         }
     }
 
@@ -85,12 +102,29 @@ impl Supervised {
         }
     }
 
+    /// Stops the controller and waits until it has: its Raft node no longer answers the others.
+    pub(super) async fn stop_controller(&mut self) {
+        if let Some(stop) = self.stop_controller.take() {
+            let _ = stop.send(());
+        }
+        if let Some(controller) = self.controller.take() {
+            match controller.await {
+                Ok(crate::controller::ControllerError::Stopped) => {}
+                Ok(e) => tracing::error!(error = %e, "the controller failed at shutdown"),
+                Err(e) => tracing::error!(error = %e, "the controller's task failed at shutdown"),
+            }
+        }
+    }
+
     pub(super) fn abort(&self) {
         self.writer.abort();
         self.scan.abort();
         self.saver.abort();
         for task in self.http.iter().chain(&self.notifier) {
             task.abort();
+        }
+        if let Some(controller) = &self.controller {
+            controller.abort();
         }
     }
 }
@@ -139,6 +173,8 @@ mod tests {
             saver: pending(),
             http: None,
             notifier: None,
+            controller: None,
+            stop_controller: None,
         };
         match tasks.ended().await {
             ServeError::TaskEnded { task, reason } => {
@@ -157,6 +193,8 @@ mod tests {
             saver: pending(),
             http: None,
             notifier: None,
+            controller: None,
+            stop_controller: None,
         };
         let failure = tasks.ended().await;
         assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
@@ -172,9 +210,29 @@ mod tests {
             saver: pending(),
             http: Some(tokio::spawn(async {})),
             notifier: None,
+            controller: None,
+            stop_controller: None,
         };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
+        tasks.abort();
+    }
+
+    /// The controller too: brokers in controller mode depend on it.
+    #[tokio::test]
+    async fn a_controller_that_ends_is_reported() {
+        let failed = crate::controller::ControllerError::Ended { task: "port", reason: "accept failed".into() };
+        let mut tasks = Supervised {
+            writer: pending(),
+            scan: pending(),
+            saver: pending(),
+            http: None,
+            notifier: None,
+            controller: Some(tokio::spawn(async move { failed })),
+            stop_controller: None,
+        };
+        let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
+        assert_eq!(failure.to_string(), "the controller stopped: the controller's port ended: accept failed");
         tasks.abort();
     }
 }

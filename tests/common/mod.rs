@@ -113,9 +113,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
 
     pub async fn read_response(&mut self) -> Option<RemotingCommand> {
         let bytes = self.read_frame_bytes().await?;
-        let mut b = BytesMut::from(&bytes[..]);
-        let frame = FrameDecoder::default().decode(&mut b).expect("valid frame").expect("whole frame");
-        Some(decode_command(frame).expect("valid header"))
+        Some(decode_frame(&bytes))
     }
 
     /// Sends a JSON request and returns its reply.
@@ -437,4 +435,11 @@ pub fn blocking_reply(stream: &mut std::net::TcpStream) -> Option<RemotingComman
     stream.read_exact(&mut frame[4..]).ok()?;
     let raw = FrameDecoder::default().decode(&mut frame).ok()??;
     decode_command(raw).ok()
+}
+
+/// One whole frame's bytes (prefix included) decoded.
+pub fn decode_frame(bytes: &[u8]) -> RemotingCommand {
+    let mut b = BytesMut::from(bytes);
+    let frame = FrameDecoder::default().decode(&mut b).expect("valid frame").expect("whole frame");
+    decode_command(frame).expect("valid header")
 }

@@ -1,0 +1,123 @@
+//! The controller's port (this node's `controllerDLegerPeers` address, where Java's controller listens):
+//! brokers', admins' and the other nodes' requests, one at a time on each connection.
+//!
+//! Bounds, for every connection whoever opens it: at most [`MAX_CONNECTIONS`] at once (more are closed
+//! when accepted); frames of at most [`MAX_FRAME`]; a frame over [`SMALL`] is read only with room in a
+//! pool of [`LARGE_FRAMES`] bytes shared by all connections, and must then arrive within
+//! [`FRAME_TIMEOUT`]; a connection silent for [`IDLE`] is closed (brokers beat every second or two, the
+//! leader every 300 ms).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::codec::Decoder;
+
+use super::node::ControllerNode;
+use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
+
+pub const MAX_CONNECTIONS: usize = 1024;
+pub const MAX_FRAME: usize = 8 << 20;
+pub const SMALL: usize = 64 << 10;
+pub const LARGE_FRAMES: usize = 32 << 20;
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(20);
+pub const IDLE: Duration = Duration::from_secs(120);
+
+/// Accepts until the listener fails (which ends the controller, and so the server); dropped, it closes
+/// every connection it accepted.
+pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>) -> std::io::Result<()> {
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let large = Arc::new(Semaphore::new(LARGE_FRAMES));
+    let next_id = AtomicU64::new(1);
+    let mut served = tokio::task::JoinSet::new();
+    loop {
+        while served.try_join_next().is_some() {}
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // Out of descriptors and the like: the next accept may work.
+            Err(e) if e.kind() != std::io::ErrorKind::InvalidInput => {
+                tracing::warn!(error = %e, "controller: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "controller: {MAX_CONNECTIONS} connections already; closing a new one");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (node, large, conn) = (node.clone(), large.clone(), next_id.fetch_add(1, Ordering::Relaxed));
+        served.spawn(async move {
+            if let Err(e) = connection(stream, &node, &large, conn).await {
+                tracing::debug!(%peer, error = %e, "controller: connection ended");
+            }
+            let gone = node.heartbeats.connection_closed(conn);
+            if !gone.is_empty() {
+                node.brokers_inactive(gone).await;
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn connection(mut stream: TcpStream, node: &ControllerNode, large: &Arc<Semaphore>, conn: u64) -> std::io::Result<()> {
+    let mut decoder = FrameDecoder::new(MAX_FRAME);
+    loop {
+        let mut prefix = [0u8; 4];
+        match tokio::time::timeout(IDLE, stream.read_exact(&mut prefix)).await {
+            Err(_) => return Ok(()),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Ok(result) => result?,
+        };
+        let len = u32::from_be_bytes(prefix) as usize;
+        if len + 4 > MAX_FRAME {
+            return Err(std::io::Error::other(format!("a frame of {len} bytes, over {MAX_FRAME}")));
+        }
+        let _room = if len > SMALL {
+            let permits = u32::try_from(len).unwrap_or(u32::MAX);
+            Some(large.acquire_many(permits).await.map_err(std::io::Error::other)?)
+        } else {
+            None
+        };
+        let mut buf = BytesMut::with_capacity(len + 4);
+        buf.extend_from_slice(&prefix);
+        buf.resize(len + 4, 0);
+        match tokio::time::timeout(FRAME_TIMEOUT, stream.read_exact(&mut buf[4..])).await {
+            Err(_) => return Err(std::io::Error::other("a frame did not arrive in time")),
+            Ok(result) => result?,
+        };
+        let frame = decoder.decode(&mut buf).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let Some(frame) = frame else { return Err(std::io::Error::other("an incomplete frame")) };
+        let req = match decode_command(frame) {
+            Ok(req) => req,
+            Err(e) => return Err(std::io::Error::other(format!("a header that does not decode: {e}"))),
+        };
+        let Some(mut resp) = answer(node, &req, conn).await else { continue };
+        if req.is_oneway() {
+            continue;
+        }
+        resp.opaque = req.opaque;
+        let mut out = BytesMut::new();
+        resp.encode(SerializeType::Json, &mut out);
+        stream.write_all(&out).await?;
+    }
+}
+
+async fn answer(node: &ControllerNode, req: &RemotingCommand, conn: u64) -> Option<RemotingCommand> {
+    if req.is_response() {
+        return None;
+    }
+    if let Some(resp) = super::network::serve(&node.raft, req).await {
+        return Some(resp);
+    }
+    let answered = node.answer(req, conn).await.unwrap_or(Err(crate::error::RequestError::NotSupported(req.code)));
+    Some(answered.unwrap_or_else(|e| {
+        tracing::debug!(code = req.code, error = %e, "controller: request refused");
+        e.to_response(req.code)
+    }))
+}

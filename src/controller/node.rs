@@ -1,0 +1,296 @@
+//! One controller node at work (Java's ControllerManager with its DLedgerController): it answers the
+//! brokers' requests, deciding one at a time on the leader (Java's event scheduler) and answering only
+//! once the decision's events are committed; it follows the brokers' heartbeats, and on the leader elects
+//! a new master when a group's master goes silent, then tells the group's brokers (1008).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
+use tokio::sync::mpsc;
+
+use super::heartbeat::{BrokerIdentity, HeartbeatTable};
+use super::log_store::LogStore;
+use super::machine::StateMachine;
+use super::manager::{self, Body, Decision, ElectRequest};
+use super::network::PeerNetwork;
+use super::notify::RoleChange;
+use super::raft::ControllerRaft;
+use super::settings::ControllerSettings;
+use super::wire::{self, ControllerRequest};
+use crate::error::RequestError;
+use crate::protocol::codes::response;
+use crate::remoting::{ExtFields, RemotingCommand};
+
+/// Java waits this long for a decision's log append (ControllerRequestProcessor's WAIT_TIMEOUT_OUT).
+const WAIT: Duration = Duration::from_secs(5);
+
+pub struct ControllerNode {
+    pub(super) settings: ControllerSettings,
+    pub(super) raft: Raft<ControllerRaft>,
+    machine: StateMachine,
+    pub(super) heartbeats: HeartbeatTable,
+    /// One decision at a time, from reading the state to its events being applied.
+    deciding: tokio::sync::Mutex<()>,
+    role_changes: mpsc::Sender<RoleChange>,
+}
+
+/// Raft timing for a group on one network: heartbeats every 300 ms, an election after 1-2 s without one
+/// (DLedger's defaults are 2 s and 3-6 s); a snapshot every 1,000 entries, after which the log before it
+/// is purged.
+fn raft_config() -> Result<Arc<Config>, std::io::Error> {
+    let config = Config {
+        cluster_name: "rocketns-controller".into(),
+        heartbeat_interval: 300,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(1000),
+        max_in_snapshot_log_to_keep: 0,
+        max_payload_entries: 64,
+        snapshot_max_chunk_size: 1 << 20,
+        ..Config::default()
+    };
+    config.validate().map(Arc::new).map_err(std::io::Error::other)
+}
+
+impl ControllerNode {
+    /// Opens the log and snapshot under `controllerStorePath` and joins the group; the first start of a
+    /// group initialises it with every peer (each node does the same, which openraft allows).
+    pub async fn start(
+        settings: ControllerSettings,
+        role_changes: mpsc::Sender<RoleChange>,
+    ) -> std::io::Result<Arc<ControllerNode>> {
+        std::fs::create_dir_all(&settings.store_path)?;
+        let log = LogStore::open(&settings.store_path)?;
+        let machine = StateMachine::open(&settings.store_path)?;
+        let raft = Raft::new(settings.self_id, raft_config()?, PeerNetwork, log, machine.clone())
+            .await
+            .map_err(std::io::Error::other)?;
+        let members: BTreeMap<u64, BasicNode> =
+            settings.peers.iter().enumerate().map(|(i, p)| (i as u64, BasicNode::new(&p.addr))).collect();
+        if let Err(e) = raft.initialize(members).await {
+            tracing::debug!(error = %e, "controller: the group was initialised before");
+        }
+        tracing::info!(id = %settings.me().id, addr = %settings.me().addr, peers = settings.peers.len(), "controller started");
+        let node = ControllerNode {
+            settings,
+            raft,
+            machine,
+            heartbeats: HeartbeatTable::default(),
+            deciding: tokio::sync::Mutex::new(()),
+            role_changes,
+        };
+        Ok(Arc::new(node))
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().current_leader == Some(self.settings.self_id)
+    }
+
+    /// Answers a broker's or an admin's request on connection `conn`; `None` for a code it does not serve.
+    pub async fn answer(&self, req: &RemotingCommand, conn: u64) -> Option<Result<RemotingCommand, RequestError>> {
+        let request = match ControllerRequest::decode(req) {
+            Ok(Some(request)) => request,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.serve(&request, conn).await)
+    }
+
+    async fn serve(&self, request: &ControllerRequest, conn: u64) -> Result<RemotingCommand, RequestError> {
+        match request {
+            ControllerRequest::Heartbeat(hb) => {
+                self.heartbeats.beat(hb, conn)?;
+                Ok(RemotingCommand::response(response::SUCCESS, Some("Heart beat success".into())))
+            }
+            ControllerRequest::GetMetadata => Ok(self.metadata()),
+            ControllerRequest::GetConfig => {
+                let mut resp = RemotingCommand::response(response::SUCCESS, None);
+                resp.body = self.config_text().into();
+                Ok(resp)
+            }
+            ControllerRequest::UpdateConfig => Err(RequestError::NotSupported(
+                crate::protocol::codes::controller_request::UPDATE_CONTROLLER_CONFIG,
+            )),
+            _ => self.decide(request).await,
+        }
+    }
+
+    /// Java's GetMetaDataResponseHeader: the group, the leader's id and address, whether this node leads,
+    /// and every peer as `id:addr;`.
+    fn metadata(&self) -> RemotingCommand {
+        let leader = self.raft.metrics().borrow().current_leader.and_then(|id| self.settings.peer(id));
+        let mut ext = ExtFields::new();
+        if !self.settings.group.is_empty() {
+            ext.insert("group", &self.settings.group);
+        }
+        if let Some(leader) = leader {
+            ext.insert("controllerLeaderId", &leader.id);
+            ext.insert("controllerLeaderAddress", &leader.addr);
+        }
+        ext.insert("isLeader", if self.is_leader() { "true" } else { "false" });
+        let peers: String = self.settings.peers.iter().map(|p| format!("{}:{};", p.id, p.addr)).collect();
+        ext.insert("peers", peers);
+        let mut resp = RemotingCommand::response(response::SUCCESS, None);
+        resp.ext_fields = Some(ext);
+        resp
+    }
+
+    fn config_text(&self) -> String {
+        let s = &self.settings;
+        let peers: Vec<String> = s.peers.iter().map(|p| format!("{}-{}", p.id, p.addr)).collect();
+        format!(
+            "controllerDLegerGroup={}\ncontrollerDLegerPeers={}\ncontrollerDLegerSelfId={}\ncontrollerStorePath={}\n\
+             enableElectUncleanMaster={}\nnotifyBrokerRoleChanged={}\nscanNotActiveBrokerInterval={}\n\
+             scanInactiveMasterInterval={}\n",
+            s.group,
+            peers.join(";"),
+            s.me().id,
+            s.store_path.display(),
+            s.enable_elect_unclean_master,
+            s.notify_broker_role_changed,
+            s.scan_not_active_broker_interval.as_millis(),
+            s.scan_inactive_master_interval.as_millis(),
+        )
+    }
+
+    /// A request only the leader serves: decided against the state with every earlier decision applied,
+    /// answered once its events are committed and applied.
+    async fn decide(&self, request: &ControllerRequest) -> Result<RemotingCommand, RequestError> {
+        let _one_at_a_time = self.deciding.lock().await;
+        match tokio::time::timeout(WAIT, self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(RaftError::APIError(_))) => return Err(RequestError::ControllerNotLeader),
+            Ok(Err(e)) => return Err(RequestError::ControllerReplication(e.to_string())),
+            Err(_) => return Err(RequestError::ControllerNotLeader),
+        }
+        let decision = self.decision(request);
+        if !decision.events.is_empty() {
+            match tokio::time::timeout(WAIT, self.raft.client_write(decision.events.clone())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
+                    return Err(RequestError::ControllerNotLeader);
+                }
+                Ok(Err(e)) => return Err(RequestError::ControllerReplication(e.to_string())),
+                Err(_) => return Err(RequestError::ControllerReplication("no commit within 5 s".into())),
+            }
+        }
+        let mut resp = wire::reply(request, &decision);
+        if let ControllerRequest::GetSyncStateData { broker_names } = request {
+            let state = self.machine.applied();
+            let alive = |cluster: &str, name: &str, id: i64| {
+                super::elect::BrokerLiveness::is_alive(&self.heartbeats, cluster, name, id)
+            };
+            resp.body = wire::broker_replicas_info(&state.state, broker_names, &alive).into();
+        }
+        if let ControllerRequest::ElectMaster { .. } = request {
+            self.announce(&decision);
+        }
+        Ok(resp)
+    }
+
+    fn decision(&self, request: &ControllerRequest) -> Decision {
+        let state = self.machine.applied();
+        let state = &state.state;
+        let live = &self.heartbeats;
+        match request {
+            ControllerRequest::AlterSyncStateSet { broker_name, master_id, master_epoch, set, set_epoch } => {
+                manager::alter_sync_state_set(state, (broker_name, *master_id, *master_epoch), (set, *set_epoch), live)
+            }
+            ControllerRequest::ElectMaster { cluster: _, broker_name, broker_id, designate } => {
+                let req = ElectRequest { broker_name, broker_id: *broker_id, designate: *designate };
+                manager::elect_master(state, &req, live, self.settings.enable_elect_unclean_master)
+            }
+            ControllerRequest::RegisterBroker { cluster, broker_name, broker_id, address } => {
+                let cluster = cluster.as_deref().unwrap_or_default();
+                manager::register_broker(state, (cluster, broker_name), (*broker_id, address), live)
+            }
+            ControllerRequest::GetReplicaInfo { broker_name } => manager::replica_info(state, broker_name),
+            ControllerRequest::CleanBrokerData { cluster, broker_name, ids, clean_living } => {
+                manager::clean_broker_data(state, (cluster, broker_name), ids.as_deref(), *clean_living, live)
+            }
+            ControllerRequest::GetNextBrokerId { broker_name, .. } => manager::next_broker_id(state, broker_name),
+            ControllerRequest::ApplyBrokerId { cluster, broker_name, broker_id, check_code } => {
+                let cluster = cluster.as_deref().unwrap_or_default();
+                manager::apply_broker_id(state, (cluster, broker_name), *broker_id, check_code)
+            }
+            ControllerRequest::GetSyncStateData { .. } => Decision::ok(),
+            ControllerRequest::Heartbeat(_)
+            | ControllerRequest::GetMetadata
+            | ControllerRequest::GetConfig
+            | ControllerRequest::UpdateConfig => Decision::ok(),
+        }
+    }
+
+    /// A new master elected: its group's live brokers are told (`notifyBrokerRoleChanged`).
+    fn announce(&self, decision: &Decision) {
+        if !self.settings.notify_broker_role_changed || decision.code != response::SUCCESS {
+            return;
+        }
+        let (Some(Body::Elected { set, members: Some(group) }), Some(master_id)) =
+            (&decision.body, decision.master.master_broker_id)
+        else {
+            return;
+        };
+        let live = &self.heartbeats;
+        let targets = group
+            .broker_addrs
+            .iter()
+            .filter(|(id, _)| super::elect::BrokerLiveness::is_alive(live, &group.cluster, &group.broker_name, *id))
+            .map(|(_, addr)| addr.clone())
+            .collect();
+        let change = RoleChange {
+            master_address: decision.master.master_address.clone(),
+            master_id,
+            master_epoch: decision.master.master_epoch.unwrap_or_default(),
+            sync_state_set_epoch: decision.master.sync_state_set_epoch.unwrap_or_default(),
+            sync_state_set: set.clone(),
+            targets,
+        };
+        if self.role_changes.try_send(change).is_err() {
+            tracing::warn!("controller: too many role change notices waiting; one is dropped");
+        }
+    }
+
+    /// Brokers gone silent or disconnected: on the leader, a group whose master is among them gets a new
+    /// one (Java's onBrokerInactive).
+    pub async fn brokers_inactive(&self, gone: Vec<BrokerIdentity>) {
+        for (cluster, broker_name, id) in gone {
+            if !self.is_leader() {
+                return;
+            }
+            let master = self.machine.applied().state.sync_state(&broker_name).and_then(|s| s.master);
+            if master == Some(id) {
+                tracing::info!(cluster = %cluster, broker = %broker_name, id, "controller: the master is gone, electing");
+                self.elect_for(&broker_name).await;
+            }
+        }
+    }
+
+    /// On the leader, elects for each group whose master is gone while another broker lives (Java's
+    /// scanInactiveMasterAndTriggerReelect).
+    pub async fn reelect_where_needed(&self) {
+        if !self.is_leader() {
+            return;
+        }
+        let needing = manager::groups_needing_election(&self.machine.applied().state, &self.heartbeats);
+        for broker_name in needing {
+            self.elect_for(&broker_name).await;
+        }
+    }
+
+    async fn elect_for(&self, broker_name: &str) {
+        let request = ControllerRequest::ElectMaster {
+            cluster: String::new(),
+            broker_name: broker_name.to_string(),
+            broker_id: -1,
+            designate: false,
+        };
+        match self.decide(&request).await {
+            Ok(resp) => tracing::info!(broker = %broker_name, code = resp.code, remark = ?resp.remark, "controller: election"),
+            Err(e) => tracing::warn!(broker = %broker_name, error = %e, "controller: election failed"),
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The controller's settings, read from Java's ControllerConfig keys in the NameServer's configuration:
+//! which nodes form the group, which one this is, where its files are, and the election switches.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::NamesrvConfig;
+
+use super::raft::NodeId;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SettingsError {
+    #[error("controllerDLegerPeers is empty: the controller needs its nodes, as `n0-127.0.0.1:9878;n1-...`")]
+    NoPeers,
+    #[error("controllerDLegerPeers entry {0:?} is not `id-host:port`")]
+    BadPeer(String),
+    #[error("controllerDLegerPeers names {0:?} twice")]
+    DuplicatePeer(String),
+    #[error("controllerDLegerSelfId {0:?} is not one of controllerDLegerPeers")]
+    UnknownSelf(String),
+    #[error("controllerType {0:?} is not supported: only DLedger (rocketns replicates on openraft)")]
+    UnsupportedType(String),
+}
+
+/// One node of the group: its DLedger id (`n0`) and the address it listens at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub id: String,
+    pub addr: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    pub group: String,
+    /// Sorted by id; a node's Raft id is its place here, the same on every node whatever the order written.
+    pub peers: Vec<Peer>,
+    pub self_id: NodeId,
+    pub store_path: PathBuf,
+    pub enable_elect_unclean_master: bool,
+    pub notify_broker_role_changed: bool,
+    pub scan_not_active_broker_interval: Duration,
+    pub scan_inactive_master_interval: Duration,
+}
+
+impl ControllerSettings {
+    pub fn from_config(config: &NamesrvConfig) -> Result<ControllerSettings, SettingsError> {
+        if !config.controller_type.eq_ignore_ascii_case("DLedger") {
+            return Err(SettingsError::UnsupportedType(config.controller_type.clone()));
+        }
+        let peers = parse_peers(&config.controller_dleger_peers)?;
+        let self_id = peers
+            .iter()
+            .position(|p| p.id == config.controller_dleger_self_id)
+            .ok_or_else(|| SettingsError::UnknownSelf(config.controller_dleger_self_id.clone()))?;
+        let store_path = if config.controller_store_path.is_empty() {
+            let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+            PathBuf::from(home).join("DledgerController")
+        } else {
+            PathBuf::from(&config.controller_store_path)
+        };
+        Ok(ControllerSettings {
+            group: config.controller_dleger_group.clone(),
+            peers,
+            self_id: self_id as NodeId,
+            store_path,
+            enable_elect_unclean_master: config.enable_elect_unclean_master,
+            notify_broker_role_changed: config.notify_broker_role_changed,
+            scan_not_active_broker_interval: Duration::from_millis(config.scan_not_active_broker_interval.max(1)),
+            scan_inactive_master_interval: Duration::from_millis(config.scan_inactive_master_interval.max(1)),
+        })
+    }
+
+    pub fn me(&self) -> &Peer {
+        &self.peers[self.self_id as usize]
+    }
+
+    pub fn peer(&self, id: NodeId) -> Option<&Peer> {
+        self.peers.get(id as usize)
+    }
+}
+
+/// `n0-127.0.0.1:9878;n1-127.0.0.1:9868`, as DLedger reads it (the id ends at the first `-`).
+pub fn parse_peers(text: &str) -> Result<Vec<Peer>, SettingsError> {
+    let mut peers: Vec<Peer> = Vec::new();
+    for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let (id, addr) = entry.split_once('-').ok_or_else(|| SettingsError::BadPeer(entry.to_string()))?;
+        let port_ok = addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if id.is_empty() || !port_ok {
+            return Err(SettingsError::BadPeer(entry.to_string()));
+        }
+        if peers.iter().any(|p| p.id == id) {
+            return Err(SettingsError::DuplicatePeer(id.to_string()));
+        }
+        peers.push(Peer { id: id.to_string(), addr: addr.to_string() });
+    }
+    if peers.is_empty() {
+        return Err(SettingsError::NoPeers);
+    }
+    peers.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(peers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_are_numbered_by_id_whatever_the_order_written() {
+        let a = parse_peers("n1-127.0.0.1:9868;n0-127.0.0.1:9878;n2-127.0.0.1:9858").unwrap();
+        let b = parse_peers("n0-127.0.0.1:9878;n2-127.0.0.1:9858;n1-127.0.0.1:9868;").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a[0], Peer { id: "n0".into(), addr: "127.0.0.1:9878".into() });
+    }
+
+    #[test]
+    fn bad_peers_are_refused() {
+        assert_eq!(parse_peers(""), Err(SettingsError::NoPeers));
+        assert_eq!(parse_peers("n0:127.0.0.1:9878"), Err(SettingsError::BadPeer("n0:127.0.0.1:9878".into())));
+        assert_eq!(parse_peers("n0-127.0.0.1"), Err(SettingsError::BadPeer("n0-127.0.0.1".into())));
+        assert_eq!(parse_peers("n0-a:1;n0-b:2"), Err(SettingsError::DuplicatePeer("n0".into())));
+        let config = NamesrvConfig {
+            controller_dleger_peers: "n0-127.0.0.1:9878".into(),
+            controller_dleger_self_id: "n1".into(),
+            ..NamesrvConfig::default()
+        };
+        assert_eq!(ControllerSettings::from_config(&config).unwrap_err(), SettingsError::UnknownSelf("n1".into()));
+    }
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# A Java 5.3.3 broker group in controller mode fails over through a three-node controller group: rocketns's
+# (enableControllerInNamesrv), then, the same scenario, Java 5.3.3's own (NamesrvStartup with the same
+# keys), and the times side by side. Each node is also the brokers' NameServer. The group: three brokers
+# named broker-a (enableControllerMode, brokerId=-1, allAckInSyncStateSet=true, as the quick-start
+# configuration of Java's distribution); the controller gives them ids and elects one master. Then:
+#   1. the SyncStateSet grows to all three (the master's 1001s), and a Java producer sends through the group
+#      (tests/java/clients/Failover.java), one message at a time, writing down each one acknowledged;
+#   2. kill -9 the master: a slave must be elected (time from the kill to the leader answering 1004 with a
+#      new master), and the producer must get acknowledgements through it;
+#   3. kill -9 the controller leader: another node must lead (time from the kill), the producer must go on,
+#      and the brokers must find the new leader: the remaining slave is killed, and the master's shrunken
+#      SyncStateSet (its 1001) must reach the new leader;
+#   4. the producer stops; a consumer must read back every message that was acknowledged.
+# The times are printed as `controller: TIMES` lines, one per controller. Runs in a loopback-only network
+# namespace with its files on a tmpfs; needs root. INTEROP_KEEP=DIR keeps the logs.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILT=$ROOT/target/java-clients
+CONTROLLERS="127.0.0.1:9878;127.0.0.1:9868;127.0.0.1:9858"
+PEERS="n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858"
+NS_PORTS=(19876 19886 19896)
+NAMESRVS="127.0.0.1:19876;127.0.0.1:19886;127.0.0.1:19896"
+BROKER_PORTS=(10911 10921 10931)
+
+# shellcheck source=tests/java/lib.sh
+. "$ROOT/tests/java/lib.sh"
+if [ "${1:-}" != inner ]; then
+    prepare_java 5.3.3
+    mkdir -p "$BUILT/failover"
+    javac -nowarn -XDsuppressNotes -d "$BUILT/failover" -cp "$JARS5/*" "$ROOT/tests/java/clients/Failover.java"
+fi
+enter_sandbox "${BASH_SOURCE[0]}" "$@"
+sandbox_setup
+
+ctl() { timeout 200 python3 "$ROOT/tests/java/controller.py" "$@"; }
+java_client=(java -Xms64m -Xmx256m -Duser.home="$work/java-client" -Drocketmq.client.logRoot="$work/java-client-logs"
+    -cp "$JARS5/*:$BUILT/failover" Failover)
+
+# start_nodes KIND: the three controller nodes, KIND rocketns or java; node_pid[i] is node i's process.
+start_nodes() {
+    local kind=$1 i keys
+    node_pid=()
+    for i in 0 1 2; do
+        keys=(enableControllerInNamesrv=true controllerDLegerGroup=group1 "controllerDLegerPeers=$PEERS"
+            "controllerDLegerSelfId=n$i" "controllerStorePath=$work/$kind-store-n$i")
+        if [ "$kind" = rocketns ]; then
+            start_rocketns "${NS_PORTS[$i]}" "${keys[@]}" || exit 1
+            node_pid+=("${pids[-1]}")
+        else
+            JAVA_NS_OPTS="-Drocketmq.namesrv.logRoot=$work/java-n$i-logs" \
+                start_java_namesrv "n$i" "$JARS5" "${NS_PORTS[$i]}" "$work" "${keys[@]}" || exit 1
+            pids+=("$JAVA_NAMESRV_PID")
+            node_pid+=("$JAVA_NAMESRV_PID")
+        fi
+    done
+    for port in 9878 9868 9858; do wait_port "$port" || { echo "controller: nothing listens on $port"; exit 1; }; done
+}
+
+# start_brokers: three brokers of group broker-a in controller mode; broker_pid[port] is each one's process.
+declare -A broker_pid
+start_brokers() {
+    local port
+    for port in "${BROKER_PORTS[@]}"; do
+        broker "$1-b$port" "$JARS5" "$port" "$NAMESRVS" brokerName=broker-a brokerId=-1 brokerRole=SLAVE \
+            enableControllerMode=true "controllerAddr=$CONTROLLERS" allAckInSyncStateSet=true
+        broker_pid[$port]=$BROKER_PID
+    done
+}
+
+# kill9 PID: kill -9, and reaped without the shell's report of it.
+kill9() {
+    kill -9 "$1" 2> /dev/null || true
+    wait "$1" 2> /dev/null || true
+}
+
+acked() { if [ -f "$work/acked" ]; then wc -l < "$work/acked"; else echo 0; fi; }
+
+# wait_acked MORE SECONDS: until MORE messages beyond those acknowledged now are; says whether they were.
+wait_acked() {
+    local target=$(($(acked) + $1)) deadline=$((SECONDS + $2))
+    while [ "$(acked)" -lt "$target" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+    [ "$(acked)" -ge "$target" ]
+}
+
+stop_everything() {
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null || true; done
+    wait 2> /dev/null || true
+    pids=()
+}
+
+# scenario KIND: the whole run with KIND's controllers; its times go to $work/times-KIND.
+scenario() {
+    local kind=$1 master old_id old_addr new new_id new_addr leader took
+    echo "--- $kind's controller"
+    start_nodes "$kind"
+    leader=$(ctl wait-leader "$CONTROLLERS" 60) || { verdict 1 "$kind: a controller leader within 60 s"; return; }
+    verdict 0 "$kind: a controller leader (${leader% *})"
+    start_brokers "$kind"
+    master=$(ctl wait-master "$CONTROLLERS" broker-a 120 none) || { verdict 1 "$kind: a master elected within 120 s"; show_logs; return; }
+    verdict 0 "$kind: the brokers register and one is elected master: ${master% *}"
+    local full=""
+    for _ in $(seq 60); do
+        full=$(ctl master "$CONTROLLERS" broker-a || true)
+        [ "$(cut -d' ' -f4 <<< "$full" | tr ',' '\n' | grep -c .)" = 3 ] && break
+        sleep 1
+    done
+    [ "$(cut -d' ' -f4 <<< "$full" | tr ',' '\n' | grep -c .)" = 3 ]
+    verdict $? "$kind: the slaves catch up: the SyncStateSet is all three ($full)"
+    mqadmin updateTopic -c DefaultCluster -t Failover -r 4 -w 4 -n "${NAMESRVS%%;*}" > /dev/null
+    rm -f "$work/acked" "$work/stop"
+    "${java_client[@]}" produce "$NAMESRVS" Failover "$work/acked" "$work/stop" > "$work/producer-$kind.log" 2>&1 &
+    local producer=$!
+    pids+=("$producer")
+    wait_acked 200 90
+    verdict $? "$kind: the producer's messages are acknowledged through the master"
+
+    read -r old_id old_addr _ <<< "$full"
+    kill9 "${broker_pid[${old_addr##*:}]}"
+    new=$(ctl wait-master "$CONTROLLERS" broker-a 90 "$old_id") || { verdict 1 "$kind: a new master within 90 s of kill -9"; show_logs; return; }
+    took=${new##* }
+    read -r new_id new_addr _ <<< "$new"
+    verdict 0 "$kind: kill -9 of master $old_id: broker $new_id elected in $took s"
+    echo "new-master $took" >> "$work/times-$kind"
+    wait_acked 200 90
+    verdict $? "$kind: the producer goes on through the new master (acknowledged: $(acked))"
+
+    leader=$(ctl leader "$CONTROLLERS")
+    local index
+    case ${leader##*:} in 9878) index=0 ;; 9868) index=1 ;; 9858) index=2 ;; esac
+    kill9 "${node_pid[$index]}"
+    local rest=${CONTROLLERS//$leader/}
+    rest=${rest#;} rest=${rest%;} rest=${rest//;;/;}
+    new=$(ctl wait-leader "$rest" 60 "$leader") || { verdict 1 "$kind: a new controller leader within 60 s"; return; }
+    took=${new##* }
+    verdict 0 "$kind: kill -9 of controller leader n$index: ${new% *} leads in $took s"
+    echo "new-leader $took" >> "$work/times-$kind"
+    wait_acked 100 90
+    verdict $? "$kind: the producer goes on without the controller leader (acknowledged: $(acked))"
+    local slave_port=""
+    for port in "${BROKER_PORTS[@]}"; do
+        [ "$port" = "${old_addr##*:}" ] || [ "$port" = "${new_addr##*:}" ] || slave_port=$port
+    done
+    local both=""
+    for _ in $(seq 60); do
+        both=$(ctl master "$rest" broker-a || true)
+        [ "$(cut -d' ' -f4 <<< "$both" | tr ',' '\n' | grep -c .)" = 2 ] && break
+        sleep 1
+    done
+    [ "$(cut -d' ' -f4 <<< "$both" | tr ',' '\n' | grep -c .)" = 2 ]
+    verdict $? "$kind: the other slave rejoins the new master's SyncStateSet, as the new leader has it ($both)"
+    kill9 "${broker_pid[$slave_port]}"
+    local shrunk=""
+    for _ in $(seq 90); do
+        shrunk=$(ctl master "$rest" broker-a || true)
+        [ "$(cut -d' ' -f4 <<< "$shrunk")" = "$new_id" ] && break
+        sleep 1
+    done
+    [ "$(cut -d' ' -f4 <<< "$shrunk")" = "$new_id" ]
+    verdict $? "$kind: the master finds the new leader: its SyncStateSet without the killed slave reaches it ($shrunk)"
+
+    touch "$work/stop"
+    wait "$producer" 2> /dev/null || true
+    grep -E '^acked' "$work/producer-$kind.log" | sed "s/^/    $kind producer: /" || true
+    timeout 200 "${java_client[@]}" consume "$NAMESRVS" Failover "$work/acked" > "$work/consumer-$kind.log" 2>&1
+    local status=$?
+    grep -E '^(acknowledged|FAIL)' "$work/consumer-$kind.log" | sed "s/^/    /" || true
+    verdict $status "$kind: every acknowledged message is read back"
+    stop_everything
+}
+
+set +e
+scenario rocketns
+scenario java
+set -e
+for kind in rocketns java; do
+    echo "controller: $kind: $(tr '\n' ' ' < "$work/times-$kind" 2> /dev/null) (seconds)"
+done
+echo "java controller: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

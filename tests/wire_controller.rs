@@ -1,0 +1,243 @@
+//! The controller at the wire (`enableControllerInNamesrv`): three rocketns nodes in one process, each
+//! with its own store, replicating on openraft over their `controllerDLegerPeers` ports. A broker group
+//! goes through what a Java 5.3.3 broker in controller mode sends (ReplicasManager: 1005 to find the
+//! leader, 1012/1013 for an id, 904, 1003, 1002, 1001), its master's connection closes, the leader elects
+//! the other broker and tells it (1008, received here); the leader node stops and the state is on the new
+//! leader. The bodies are fastjson's rendering of Java 5.3.3's SyncStateSet, ElectMasterResponseBody and
+//! BrokerMemberGroup (alphabetical properties, bare numeric map keys); tests/java compares them with
+//! Java's own controller.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, TestServer, free_port, request, start_with, test_config};
+use rocketns::remoting::RemotingCommand;
+use tokio::io::AsyncReadExt;
+
+const NOT_LEADER: i32 = 2007;
+
+struct Group {
+    nodes: Vec<Option<TestServer>>,
+    peers: Vec<String>,
+}
+
+async fn group() -> Group {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let peer_list: Vec<String> = peers.iter().enumerate().map(|(i, a)| format!("n{i}-{a}")).collect();
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let mut config = test_config();
+        config.enable_controller_in_namesrv = true;
+        config.controller_dleger_group = "g".into();
+        config.controller_dleger_peers = peer_list.join(";");
+        config.controller_dleger_self_id = format!("n{i}");
+        config.controller_store_path = common::config_dir(&config).join("controller").display().to_string();
+        config.scan_not_active_broker_interval = 200;
+        config.scan_inactive_master_interval = 200;
+        nodes.push(Some(start_with(config).await));
+    }
+    Group { nodes, peers }
+}
+
+impl Group {
+    /// The leader's index, once a live node says it leads and every live node names it.
+    async fn leader(&self) -> usize {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut named = Vec::new();
+            let mut leading = None;
+            for (i, addr) in self.peers.iter().enumerate() {
+                if self.nodes[i].is_none() {
+                    continue;
+                }
+                let mut c = Client::connect(addr.parse().unwrap()).await;
+                let resp = c.request(request(1005, &[])).await;
+                assert_eq!(resp.code, 0);
+                named.push(resp.ext("controllerLeaderAddress").map(str::to_string));
+                if resp.ext("isLeader") == Some("true") {
+                    leading = Some(i);
+                }
+            }
+            if let Some(i) = leading
+                && named.iter().all(|n| n.as_deref() == Some(self.peers[i].as_str()))
+            {
+                return i;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no leader within 30 s: {named:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn client(&self, i: usize) -> Client {
+        Client::connect(self.peers[i].parse().unwrap()).await
+    }
+}
+
+fn body(resp: &RemotingCommand) -> String {
+    String::from_utf8(resp.body.to_vec()).unwrap()
+}
+
+fn heartbeat(id: &str, addr: &str) -> RemotingCommand {
+    request(
+        904,
+        &[
+            ("clusterName", "c"),
+            ("brokerName", "broker-a"),
+            ("brokerAddr", addr),
+            ("brokerId", id),
+            ("epoch", "0"),
+            ("maxOffset", "0"),
+            ("confirmOffset", "0"),
+            ("heartbeatTimeoutMills", "10000"),
+            ("electionPriority", "0"),
+        ],
+    )
+}
+
+/// What ReplicasManager does to join: an id (1012, 1013), a heartbeat, and registration (1003).
+async fn join(c: &mut Client, addr: &str, expected_id: &str) -> RemotingCommand {
+    let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    assert_eq!((next.code, next.ext("nextBrokerId")), (0, Some(expected_id)), "{next:?}");
+    let check = format!("{addr};1700000000000");
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("appliedBrokerId", expected_id)];
+    let mut apply = request(1013, &fields);
+    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", &check);
+    let applied = c.request(apply).await;
+    assert_eq!(applied.code, 0, "{applied:?}");
+    assert_eq!(applied.ext("brokerName"), Some("broker-a"));
+    let beat = c.request(heartbeat(expected_id, addr)).await;
+    assert_eq!((beat.code, beat.remark.as_deref()), (0, Some("Heart beat success")));
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", expected_id), ("brokerAddress", addr)];
+    let registered = c.request(request(1003, &fields)).await;
+    assert_eq!(registered.code, 0, "{registered:?}");
+    registered
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broker_group_elects_fails_over_and_survives_the_leader() {
+    let mut g = group().await;
+    let leader = g.leader().await;
+    let follower = (leader + 1) % 3;
+
+    // A follower refuses what only the leader serves, as Java's does.
+    let mut f = g.client(follower).await;
+    let refused = f.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    assert_eq!((refused.code, refused.remark.as_deref()), (NOT_LEADER, Some("The controller is not in leader state")));
+
+    // Broker 1 joins and elects itself (the group's first election).
+    let addr_a = "127.0.0.1:10911";
+    let mut a = g.client(leader).await;
+    let registered = join(&mut a, addr_a, "1").await;
+    assert_eq!(registered.ext("masterBrokerId"), None, "no master yet");
+    assert_eq!(body(&registered), r#"{"syncStateSet":[],"syncStateSetEpoch":0}"#);
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
+    let elected = a.request(request(1002, &fields)).await;
+    assert_eq!(elected.code, 0, "{elected:?}");
+    let header = |r: &RemotingCommand, k: &str| r.ext(k).map(str::to_string);
+    assert_eq!(header(&elected, "masterBrokerId").as_deref(), Some("1"));
+    assert_eq!(header(&elected, "masterAddress").as_deref(), Some(addr_a));
+    assert_eq!(header(&elected, "masterEpoch").as_deref(), Some("1"));
+    assert_eq!(header(&elected, "syncStateSetEpoch").as_deref(), Some("1"));
+    assert_eq!(
+        body(&elected),
+        r#"{"brokerMemberGroup":{"brokerAddrs":{1:"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"c"},"syncStateSet":[1]}"#
+    );
+
+    // Broker 2 joins (a listener at its address receives the controller's notice later) and learns the master.
+    let listener_b = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr_b = listener_b.local_addr().unwrap().to_string();
+    let mut b = g.client(leader).await;
+    let registered = join(&mut b, &addr_b, "2").await;
+    assert_eq!(header(&registered, "masterBrokerId").as_deref(), Some("1"));
+    assert_eq!(header(&registered, "masterEpoch").as_deref(), Some("1"));
+
+    // The master adds broker 2 to the SyncStateSet; a stale epoch is fenced.
+    let mut alter = request(1001, &[("brokerName", "broker-a"), ("masterBrokerId", "1"), ("masterEpoch", "1")]);
+    alter.body = r#"{"syncStateSet":[1,2],"syncStateSetEpoch":1}"#.into();
+    let altered = a.request(alter.clone()).await;
+    assert_eq!((altered.code, header(&altered, "newSyncStateSetEpoch").as_deref()), (0, Some("2")));
+    assert_eq!(body(&altered), r#"{"syncStateSet":[1,2],"syncStateSetEpoch":2}"#);
+    alter.body = r#"{"syncStateSet":[1],"syncStateSetEpoch":1}"#.into();
+    assert_eq!(a.request(alter).await.code, 2001, "a stale SyncStateSet epoch");
+
+    // Broker 1's connection closes: the leader elects broker 2 and tells it.
+    drop(a);
+    let (mut notice, _) = tokio::time::timeout(Duration::from_secs(10), listener_b.accept()).await.unwrap().unwrap();
+    let mut frame = vec![0u8; 4];
+    notice.read_exact(&mut frame).await.unwrap();
+    let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+    frame.resize(4 + len, 0);
+    notice.read_exact(&mut frame[4..]).await.unwrap();
+    let notice = common::decode_frame(&frame);
+    assert_eq!(notice.code, 1008);
+    assert!(notice.is_oneway());
+    assert_eq!((notice.ext("masterBrokerId"), notice.ext("masterEpoch")), (Some("2"), Some("2")));
+    assert_eq!(notice.ext("masterAddress"), Some(addr_b.as_str()));
+    assert_eq!(body(&notice), r#"{"syncStateSet":[2],"syncStateSetEpoch":3}"#);
+
+    // The leader stops; another takes over with the same state.
+    g.nodes[leader].take().unwrap().shutdown().await;
+    let next = g.leader().await;
+    assert_ne!(next, leader);
+    let mut c = g.client(next).await;
+    let info = c.request(request(1004, &[("brokerName", "broker-a")])).await;
+    assert_eq!(info.code, 0, "{info:?}");
+    assert_eq!((info.ext("masterBrokerId"), info.ext("masterEpoch")), (Some("2"), Some("2")));
+    assert_eq!(body(&info), r#"{"syncStateSet":[2],"syncStateSetEpoch":3}"#);
+    let mut names = request(1006, &[]);
+    names.body = r#"["broker-a"]"#.into();
+    let data = c.request(names).await;
+    assert_eq!(data.code, 0);
+    let data: serde_json::Value = serde_json::from_slice(&data.body).unwrap();
+    assert_eq!(data["replicasInfoTable"]["broker-a"]["masterBrokerId"], 2);
+}
+
+/// The controller's port bounds what any client sends (SECURITY.md): a frame over 8 MiB or a header that
+/// does not decode closes that connection only; an unknown code and a request missing a field get
+/// Java's codes; the node goes on answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_input_closes_only_its_connection() {
+    let g = group().await;
+    let leader = g.leader().await;
+    let mut c = g.client(leader).await;
+    c.send_raw(&(9u32 << 20).to_be_bytes()).await;
+    c.assert_closed_without_reply(Duration::from_secs(5)).await;
+    let mut c = g.client(leader).await;
+    c.send_raw(&[0, 0, 0, 8, 0, 0, 0, 4, b'{', b'{', b'{', b'{']).await;
+    c.assert_closed_without_reply(Duration::from_secs(5)).await;
+
+    let mut c = g.client(leader).await;
+    let unknown = c.request(request(9999, &[])).await;
+    assert_eq!((unknown.code, unknown.remark.as_deref()), (3, Some(" request type 9999 not supported")));
+    let missing = c.request(request(1012, &[("clusterName", "c")])).await;
+    assert_eq!((missing.code, missing.remark.as_deref()), (1, Some("missing header field brokerName")));
+    let no_id = c.request(request(904, &[("clusterName", "c"), ("brokerName", "b"), ("brokerAddr", "a:1")])).await;
+    assert_eq!((no_id.code, no_id.remark.as_deref()), (2005, Some("Heart beat with empty brokerId")));
+    let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    assert_eq!((next.code, next.ext("nextBrokerId")), (0, Some("1")));
+}
+
+/// A leader left without a majority (its two peers stopped) takes no write: CONTROLLER_NOT_LEADER within
+/// the 5 s a decision waits to confirm its leadership, and nothing is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_without_a_majority_refuses_writes() {
+    let mut g = group().await;
+    let leader = g.leader().await;
+    for i in 0..3 {
+        if i != leader {
+            g.nodes[i].take().unwrap().shutdown().await;
+        }
+    }
+    let mut c = g.client(leader).await;
+    let started = tokio::time::Instant::now();
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("appliedBrokerId", "1")];
+    let mut apply = request(1013, &fields);
+    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10911;1");
+    let refused = c.request(apply).await;
+    assert_eq!(refused.code, NOT_LEADER, "{refused:?}");
+    assert!(started.elapsed() < Duration::from_secs(8), "refused after {:?}", started.elapsed());
+    let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    assert_eq!(next.code, NOT_LEADER, "nothing applied, and reads refused too: {next:?}");
+}
