@@ -20,6 +20,7 @@ const NOT_LEADER: i32 = 2007;
 struct Group {
     nodes: Vec<Option<TestServer>>,
     peers: Vec<String>,
+    configs: Vec<rocketns::NamesrvConfig>,
 }
 
 async fn group() -> Group {
@@ -27,6 +28,7 @@ async fn group() -> Group {
     let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let peer_list: Vec<String> = peers.iter().enumerate().map(|(i, a)| format!("n{i}-{a}")).collect();
     let mut nodes = Vec::new();
+    let mut configs = Vec::new();
     for i in 0..3 {
         let mut config = test_config();
         config.enable_controller_in_namesrv = true;
@@ -36,9 +38,10 @@ async fn group() -> Group {
         config.controller_store_path = common::config_dir(&config).join("controller").display().to_string();
         config.scan_not_active_broker_interval = 200;
         config.scan_inactive_master_interval = 200;
+        configs.push(config.clone());
         nodes.push(Some(start_with(config).await));
     }
-    Group { nodes, peers }
+    Group { nodes, peers, configs }
 }
 
 impl Group {
@@ -240,4 +243,73 @@ async fn a_leader_without_a_majority_refuses_writes() {
     assert!(started.elapsed() < Duration::from_secs(8), "refused after {:?}", started.elapsed());
     let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
     assert_eq!(next.code, NOT_LEADER, "nothing applied, and reads refused too: {next:?}");
+}
+
+/// How many records node `i`'s Raft log file holds (each: length, CRC32, the entry).
+fn log_records(g: &Group, i: usize) -> usize {
+    let path = std::path::Path::new(&g.configs[i].controller_store_path).join("raft-log");
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let (mut at, mut count) = (0, 0);
+    while let Some(header) = bytes.get(at..at + 8) {
+        at += 8 + u32::from_be_bytes(header[..4].try_into().unwrap()) as usize;
+        count += 1;
+    }
+    count
+}
+
+/// 2,400 decisions (the master moving broker 2 in and out of the SyncStateSet): each node's log is cut
+/// back behind its snapshots (taken every 1,000), and after all three nodes stop and start again the
+/// first answer has the last decision's state (the snapshot's and the log's tail after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_log_stays_short_and_the_state_survives_a_restart_of_every_node() {
+    const DECISIONS: usize = 2400;
+    let mut g = group().await;
+    let leader = g.leader().await;
+    let mut c = g.client(leader).await;
+    join(&mut c, "127.0.0.1:10911", "1").await;
+    join(&mut c, "127.0.0.1:10921", "2").await;
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
+    assert_eq!(c.request(request(1002, &fields)).await.code, 0);
+    let mut epoch = 1;
+    for i in 0..DECISIONS {
+        if i % 200 == 0 {
+            for (id, addr) in [("1", "127.0.0.1:10911"), ("2", "127.0.0.1:10921")] {
+                assert_eq!(c.request(heartbeat(id, addr)).await.code, 0);
+            }
+        }
+        let mut alter = request(1001, &[("brokerName", "broker-a"), ("masterBrokerId", "1"), ("masterEpoch", "1")]);
+        let members = if i % 2 == 0 { "1,2" } else { "1" };
+        alter.body = format!(r#"{{"syncStateSet":[{members}],"syncStateSetEpoch":{epoch}}}"#).into();
+        let altered = c.request(alter).await;
+        assert_eq!(altered.code, 0, "decision {i}: {altered:?}");
+        epoch += 1;
+    }
+    // The brokers' heartbeats were on this connection: once it closes, master 1 is gone and, no other
+    // broker being alive, the group is left without one (MASTER_NOT_AVAILABLE, the master epoch moves on).
+    drop(c);
+    let mut c = g.client(leader).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while c.request(request(1004, &[("brokerName", "broker-a")])).await.ext("masterBrokerId").is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "master 1 still there 10 s after its connection closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(c);
+    for i in 0..3 {
+        let records = log_records(&g, i);
+        assert!(records < 1100, "node {i}'s log holds {records} records after {DECISIONS} decisions");
+    }
+    for i in 0..3 {
+        g.nodes[i].take().unwrap().shutdown().await;
+    }
+    for i in 0..3 {
+        g.nodes[i] = Some(start_with(g.configs[i].clone()).await);
+    }
+    let leader = g.leader().await;
+    let mut c = g.client(leader).await;
+    // The first answer after the restart: the snapshot's state and the log's tail replayed on it.
+    let info = c.request(request(1004, &[("brokerName", "broker-a")])).await;
+    assert_eq!((info.code, info.ext("masterBrokerId"), info.ext("masterEpoch")), (0, None, Some("2")), "{info:?}");
+    assert_eq!(body(&info), format!(r#"{{"syncStateSet":[1],"syncStateSetEpoch":{epoch}}}"#));
+    let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    assert_eq!(next.ext("nextBrokerId"), Some("3"));
 }

@@ -166,6 +166,7 @@ impl ControllerNode {
             Ok(Err(e)) => return Err(RequestError::ControllerReplication(e.to_string())),
             Err(_) => return Err(RequestError::ControllerNotLeader),
         }
+        self.caught_up().await?;
         let decision = self.decision(request);
         if !decision.events.is_empty() {
             match tokio::time::timeout(WAIT, self.raft.client_write(decision.events.clone())).await {
@@ -189,6 +190,20 @@ impl ControllerNode {
             self.announce(&decision);
         }
         Ok(resp)
+    }
+
+    /// Waits until the state machine has applied the whole log: a leader newly elected (a restart of the
+    /// group) answers once it has replayed what the snapshot lacks, as Java's controller starts serving
+    /// only once its state machine has caught up with its log. openraft's read index alone let the first
+    /// read after a restart see the snapshot's state (`tests/wire_controller.rs`).
+    async fn caught_up(&self) -> Result<(), RequestError> {
+        let applied_all = |m: &openraft::RaftMetrics<u64, openraft::BasicNode>| {
+            m.last_applied.map(|id| id.index) >= m.last_log_index
+        };
+        match self.raft.wait(Some(WAIT)).metrics(applied_all, "the log applied").await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(RequestError::ControllerReplication(format!("the state is not caught up with the log: {e}"))),
+        }
     }
 
     fn decision(&self, request: &ControllerRequest) -> Decision {
