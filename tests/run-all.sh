@@ -12,7 +12,8 @@
 # 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy (tests/java/proxy.sh),
 # generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh), and a Java
 # broker group in controller mode failing over through rocketns's controller, then Java's
-# (tests/java/controller.sh); the ops, interop and Java stages need root. Each stage's checks and result are printed as it ends (its whole output
+# (tests/java/controller.sh), also with controller nodes cut off and slowed (tests/java/controller-partition.sh);
+# the ops, interop and Java stages need root. Each stage's checks and result are printed as it ends (its whole output
 # is in target/test-logs/STAGE.log); the last line counts the stages: `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are
 # named. The first run on a fresh machine installs cargo-deb, Debian's prometheus, the rocketmq-rust broker
 # and the Java RocketMQ jars, and builds the fuzz targets and the interop client (README, "Before you start").
@@ -30,7 +31,7 @@ mkdir -p "$logs"
 shown='^(PASS|FAIL|WARN|INFO)|^controller: |^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
 
 all=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side
-    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-controller)
+    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-controller java-controller-partition)
 stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
@@ -53,6 +54,7 @@ declare -A what=(
     [java-proxy]="the gRPC Java client through a Java Proxy 5.3.3 whose NameServer is rocketns, then Java's"
     [java-difftest]="generated request sequences, Java NameServer 5.3.3 and rocketns in lockstep"
     [java-controller]="a Java 5.3.3 broker group in controller mode fails over through rocketns's controller, then Java's"
+    [java-controller-partition]="controller nodes cut off and slowed under a Java 5.3.3 broker group: rocketns's, then Java's"
 )
 for stage in "${stages[@]}"; do
     if [ -z "${what[$stage]+set}" ]; then
@@ -81,6 +83,7 @@ run_stage() {
         java-proxy) bash tests/java/proxy.sh ;;
         java-difftest) bash tests/java/difftest.sh ;;
         java-controller) bash tests/java/controller.sh ;;
+        java-controller-partition) bash tests/java/controller-partition.sh ;;
     esac
 }
 

@@ -81,6 +81,17 @@ impl LogStore {
     }
 }
 
+/// Writes `entries` as the whole log of `dir`, for benches that start from a log of a given length.
+#[cfg(feature = "testing")]
+pub fn write_log(dir: &Path, entries: &[Entry]) -> std::io::Result<()> {
+    let mut bytes = Vec::new();
+    for entry in entries {
+        record(entry, &mut bytes)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(LOG_FILE), bytes)
+}
+
 /// The whole records at the start of `bytes`, and where they end.
 fn read_records(bytes: &[u8]) -> (BTreeMap<u64, Entry>, usize) {
     let mut entries = BTreeMap::new();

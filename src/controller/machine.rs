@@ -87,6 +87,19 @@ impl StateMachine {
     }
 }
 
+/// Writes `state` as the snapshot of `dir` up to `last_log_id`, for benches that start from one.
+#[cfg(feature = "testing")]
+pub fn write_snapshot(dir: &Path, state: &ReplicasInfo, last_log_id: LogId<NodeId>) -> std::io::Result<()> {
+    let meta = Meta {
+        last_log_id: Some(last_log_id),
+        last_membership: Membership::default(),
+        snapshot_id: format!("{}-{}", last_log_id.leader_id, last_log_id.index),
+    };
+    let bytes = serde_json::to_vec(&SnapshotToStore { meta: &meta, state }).map_err(std::io::Error::other)?;
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(SNAPSHOT_FILE), bytes)
+}
+
 impl RaftSnapshotBuilder<ControllerRaft> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<ControllerRaft>, StorageError<NodeId>> {
         let this = self.clone();

@@ -6,6 +6,8 @@
                                             the seconds it took
   controller.py wait-master ADDRS NAME SECONDS NOT_ID  polls until the master is not NOT_ID; prints
                                             `ID ADDRESS EPOCH SET` and the seconds it took
+  controller.py request ADDR CODE [KEY=VALUE...]  one request; prints the reply's header as JSON, or
+                                            `no answer`
 Each request gets 3 s; a node that does not answer is skipped."""
 import json
 import sys
@@ -72,6 +74,10 @@ def main():
         name, seconds, old = sys.argv[3], float(sys.argv[4]), sys.argv[5]
         found, took = poll(lambda: master(addrs, name), seconds, lambda m: m.split(" ")[0] != old)
         found = found and f"{found} {took:.1f}"
+    elif cmd == "request":
+        fields = dict(arg.split("=", 1) for arg in sys.argv[4:])
+        reply = ask(addrs, int(sys.argv[3]), fields)
+        found = json.dumps(reply[0], sort_keys=True) if reply else "no answer"
     else:
         raise SystemExit(f"controller.py: no command {cmd}")
     if found is None:

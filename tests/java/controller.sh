@@ -170,8 +170,7 @@ scenario() {
 }
 
 set +e
-scenario rocketns
-scenario java
+for kind in ${KINDS:-rocketns java}; do scenario "$kind"; done
 set -e
 for kind in rocketns java; do
     echo "controller: $kind: $(tr '\n' ' ' < "$work/times-$kind" 2> /dev/null) (seconds)"
