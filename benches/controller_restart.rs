@@ -33,7 +33,7 @@ fn event(i: u64) -> ControllerEvent {
         },
         2 => ControllerEvent::ElectMaster { broker_name: group, new_master: Some(1) },
         _ => {
-            let set: BTreeSet<i64> = if i % 2 == 0 { [1, 2].into() } else { [1].into() };
+            let set: BTreeSet<i64> = if i.is_multiple_of(2) { [1, 2].into() } else { [1].into() };
             ControllerEvent::AlterSyncStateSet { broker_name: group, sync_state_set: set }
         }
     }
