@@ -28,7 +28,7 @@
 #![warn(clippy::too_many_lines)]
 
 /// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
-/// [`NamesrvConfig`] and the [`config`], [`cores`], [`lane`] and [`server`] modules), public with the `testing`
+/// [`NamesrvConfig`], [`Controller`] and the [`config`], [`cores`], [`lane`] and [`server`] modules), public with the `testing`
 /// feature, for the crate's own tests, benches, fuzz targets and load generator.
 macro_rules! internal_modules {
     ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
@@ -57,4 +57,6 @@ pub use service::server;
 pub mod testing;
 
 pub use config::NamesrvConfig;
+/// The controller alone, as `rocketns --controller-only` runs it (Java's `mqcontroller`).
+pub use controller::{Controller, ControllerError, SettingsError};
 pub use server::NameServer;

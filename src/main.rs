@@ -36,6 +36,10 @@ struct Cli {
     /// then drains and exits: an upgrade that refuses no connection.
     #[arg(long = "take-over")]
     take_over: bool,
+    /// Run the controller alone, like Java's `mqcontroller`: its keys (controllerDLegerPeers, …) from the
+    /// `-c` file, its port the peer address of controllerDLegerSelfId; no NameServer port.
+    #[arg(long = "controller-only")]
+    controller_only: bool,
 }
 
 fn parse_define(text: &str) -> Result<(String, String), String> {
@@ -57,6 +61,9 @@ fn main() -> ExitCode {
     if cli.print_config {
         print!("{}", config.effective().to_properties_text());
         return ExitCode::SUCCESS;
+    }
+    if cli.controller_only {
+        return controller_only(&config);
     }
     let threads = match Threads::start() {
         Ok(threads) => threads,
@@ -159,6 +166,37 @@ async fn serve(
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--controller-only`: the controller on a runtime of its own until SIGINT or SIGTERM. Its work is a
+/// few requests a second from brokers, so nothing of the NameServer's threads is started.
+fn controller_only(config: &NamesrvConfig) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return failed(&format!("cannot start the controller's runtime: {e}")),
+    };
+    runtime.block_on(async {
+        let signals = match ShutdownSignals::install() {
+            Ok(s) => s,
+            Err(e) => return failed(&format!("cannot install signal handlers: {e}")),
+        };
+        let controller = match rocketns::Controller::bind(config) {
+            Ok(c) => c,
+            Err(e) => return failed(&e),
+        };
+        let addr = controller.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!("The Controller Server boot success. serializeType={}, address {addr}", config.serialize_type);
+        match controller.run(signals.recv()).await {
+            rocketns::ControllerError::Stopped => {
+                tracing::info!("The Controller Server stopped");
+                ExitCode::SUCCESS
+            }
+            e => {
+                tracing::error!(error = %e, "The Controller Server stopped on a failure");
+                ExitCode::FAILURE
+            }
+        }
+    })
 }
 
 /// Logs go to stderr, so that `-p` output stays clean on stdout: as text, or with `logFormat=json` one

@@ -99,3 +99,45 @@ fn stops_cleanly_on_sigterm() {
 fn stops_cleanly_on_sigint() {
     serve_and_stop("INT");
 }
+
+/// `--controller-only` (Java's `mqcontroller`): a one-node controller group on the peer port of the `-c`
+/// file, which elects itself and hands out broker ids; the NameServer's port is never opened; SIGTERM stops
+/// it cleanly. A broker's `controllerAddr` is this port, as with Java's.
+#[test]
+fn controller_only_serves_the_controller_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (controller_port, namesrv_port) = (common::free_port(), common::free_port());
+    let extra = format!(
+        "controllerDLegerGroup=g\ncontrollerDLegerPeers=n0-127.0.0.1:{controller_port}\ncontrollerDLegerSelfId=n0\n\
+         controllerStorePath={}\n",
+        dir.path().join("controller").display()
+    );
+    let file = common::properties_file(dir.path(), namesrv_port, &extra);
+    let mut command = rocketns();
+    command.arg("--controller-only").arg("-c").arg(&file);
+    let (mut child, addr, _logs) =
+        common::spawn_until_boot_line(command, "The Controller Server boot success. serializeType=JSON, address ");
+    assert_eq!(addr, format!("127.0.0.1:{controller_port}"));
+    let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = common::blocking_request(&mut stream, &common::request(1005, &[])).expect("a reply");
+        if reply.ext("isLeader") == Some("true") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the lone node never leads: {reply:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let next = common::request(1012, &[("clusterName", "c"), ("brokerName", "b")]);
+    let reply = common::blocking_request(&mut stream, &next).expect("a reply");
+    assert_eq!((reply.code, reply.ext("nextBrokerId")), (0, Some("1")), "{reply:?}");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", namesrv_port)).is_err(),
+        "no NameServer port with --controller-only"
+    );
+    drop(stream);
+    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    assert!(child.wait().expect("wait").success(), "clean exit on SIGTERM");
+}

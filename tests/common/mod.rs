@@ -338,7 +338,12 @@ pub fn spawn_binary_with_logs(config_file: &std::path::Path) -> (Spawned, String
 
 /// Starts `command`, which runs the real binary (directly or through a wrapper such as `unshare`), and
 /// returns it with the address from its boot line and the log lines that follow, as they come.
-pub fn spawn_command_with_logs(mut command: std::process::Command) -> (Spawned, String, Logs) {
+pub fn spawn_command_with_logs(command: std::process::Command) -> (Spawned, String, Logs) {
+    spawn_until_boot_line(command, "The Name Server boot success. serializeType=JSON, address ")
+}
+
+/// `spawn_command_with_logs`, for a boot line that ends with `boot` and the address.
+pub fn spawn_until_boot_line(mut command: std::process::Command, boot: &str) -> (Spawned, String, Logs) {
     use std::io::BufRead;
     let mut child = Spawned(
         command
@@ -348,23 +353,38 @@ pub fn spawn_command_with_logs(mut command: std::process::Command) -> (Spawned, 
             .spawn()
             .expect("spawn rocketns"),
     );
-    let logs = child.stderr.take().expect("stderr");
-    let mut lines = std::io::BufReader::new(logs).lines();
-    let addr = loop {
-        let line = lines.next().expect("a boot line").expect("read stderr");
-        if let Some(rest) = line.split("The Name Server boot success. serializeType=JSON, address ").nth(1) {
-            // The address ends the text line, or the message of a JSON one (`logFormat=json`).
-            break rest.chars().take_while(|c| c.is_ascii_alphanumeric() || ".:[]".contains(*c)).collect();
-        }
-    };
-    // Keep draining the logs so that the server never blocks on a full pipe.
+    let stderr = child.stderr.take().expect("stderr");
+    // A thread reads the lines, so that a binary that never prints the boot line fails the test (after a
+    // minute, the time a debug build may take to start under load) rather than hanging it; it keeps
+    // draining them after, so that the server never blocks on a full pipe.
+    let (lines, boot_lines) = std::sync::mpsc::channel();
     let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let kept = logs.clone();
+    let wanted = boot.to_string();
     std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            kept.lock().expect("log lines").push(line);
+        let mut booted = false;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if booted {
+                kept.lock().expect("log lines").push(line);
+            } else if let Some(rest) = line.split(wanted.as_str()).nth(1) {
+                // The address ends the text line, or the message of a JSON one (`logFormat=json`).
+                let addr = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || ".:[]".contains(*c)).collect();
+                booted = lines.send(Ok(addr)).is_ok();
+            } else {
+                let _ = lines.send(Err(line));
+            }
         }
     });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut before = Vec::new();
+    let addr = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match boot_lines.recv_timeout(left) {
+            Ok(Ok(addr)) => break addr,
+            Ok(Err(line)) => before.push(line),
+            Err(_) => panic!("no boot line ({boot:?}) within a minute; the binary said: {before:#?}"),
+        }
+    };
     (child, addr, logs)
 }
 
