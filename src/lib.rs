@@ -3,11 +3,13 @@
 //! To embed it: load or build a [`NamesrvConfig`] (the Java NameServer's keys), [`NameServer::bind`] it,
 //! give it a [`lane::WorkLane`] ([`NameServer::with_work_lane`]) and runtimes for settled connections'
 //! lookups ([`NameServer::with_lookup_cores`] over [`cores::LookupThreads`], one a core, or
-//! [`NameServer::with_lookup_runtime`] over one of the embedder's), and [`NameServer::run`] it until a shutdown future
-//! completes (where it runs, new connections are accepted and served until they settle); [`server::ServeError`] says why it stopped on its own. That is the whole
-//! public API. Everything else is internal (public only with the `testing` feature, for this crate's tests,
-//! benches, fuzz targets and load generator), one folder a concern, from the top down (`route`, `remoting`
-//! and `protocol`, the lookup path's data and codec, use nothing of the network, the server's life or what
+//! [`NameServer::with_lookup_runtime`] over one of the embedder's), and [`NameServer::run`] it until a
+//! shutdown future completes (where it runs, new connections are accepted and served until they settle);
+//! [`server::ServeError`] says why it stopped on its own. The controller alone (`--controller-only`) is
+//! [`Controller::bind`] and [`Controller::run`]. That is the whole public API. Everything else is internal
+//! (public only with the `testing` feature, for this crate's tests, benches, fuzz targets and load
+//! generator), one folder a concern, from the top down (`route`, `remoting` and `protocol`, the lookup
+//! path's data and codec, use nothing of the network, the server's life or what
 //! operators see):
 //! - `service`: the server's life (start-up, supervision, housekeeping, the hand-over to a new process);
 //! - `net`: connections and the threads that serve them (the intake, the lookup cores, the work lane, TLS);
@@ -28,8 +30,8 @@
 #![warn(clippy::too_many_lines)]
 
 /// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
-/// [`NamesrvConfig`], [`Controller`] and the [`config`], [`cores`], [`lane`] and [`server`] modules), public with the `testing`
-/// feature, for the crate's own tests, benches, fuzz targets and load generator.
+/// [`NamesrvConfig`], [`Controller`] and the [`config`], [`cores`], [`lane`] and [`server`] modules),
+/// public with the `testing` feature, for the crate's own tests, benches, fuzz targets and load generator.
 macro_rules! internal_modules {
     ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
         $(

@@ -313,3 +313,70 @@ async fn the_log_stays_short_and_the_state_survives_a_restart_of_every_node() {
     let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
     assert_eq!(next.ext("nextBrokerId"), Some("3"));
 }
+
+fn update_config(text: &str) -> RemotingCommand {
+    let mut update = request(1009, &[]);
+    update.body = text.to_string().into();
+    update
+}
+
+/// UPDATE_CONTROLLER_CONFIG, as `mqadmin updateControllerConfig` sends it: a group left without a master
+/// (its master's connection closed, the other broker outside the SyncStateSet) gets one, on the other
+/// broker's asking, once `enableElectUncleanMaster` is turned on at the leader. A start-up key or a
+/// deny-listed one is refused with Java's code and changes nothing; what was answered SUCCESS is what the
+/// node says after a restart. Only the node asked changes, as in Java.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_update_of_the_controller_config_applies_and_survives_a_restart() {
+    let mut g = group().await;
+    let leader = g.leader().await;
+    let (mut a, mut b) = (g.client(leader).await, g.client(leader).await);
+    let (addr_a, addr_b) = ("127.0.0.1:10911", "127.0.0.1:10921");
+    join(&mut a, addr_a, "1").await;
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
+    assert_eq!(a.request(request(1002, &fields)).await.code, 0);
+    join(&mut b, addr_b, "2").await;
+    drop(a);
+    let master = |info: &RemotingCommand| info.ext("masterBrokerId").map(str::to_string);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while master(&b.request(request(1004, &[("brokerName", "broker-a")])).await).is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "master 1 still there 10 s after its connection closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Broker 2 lives but is outside the SyncStateSet: while unclean elections are off it asks in vain.
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "2"), ("designateElect", "false")];
+    let elect_b = request(1002, &fields);
+    let refused = b.request(elect_b.clone()).await;
+    assert_eq!((refused.code, refused.remark.as_deref()), (2012, Some("Failed to elect a new master")));
+    assert_eq!(master(&b.request(request(1004, &[("brokerName", "broker-a")])).await), None);
+    let mut admin = g.client(leader).await;
+    let refused =
+        admin.request(update_config("enableElectUncleanMaster=true\ncontrollerDLegerPeers=n0-1.2.3.4:1\n")).await;
+    assert_eq!(refused.code, 16, "a start-up key: NO_PERMISSION, and nothing changes: {refused:?}");
+    let refused = admin.request(update_config("enableElectUncleanMaster=true\nconfigStorePath=/tmp/x\n")).await;
+    assert_eq!((refused.code, refused.remark.as_deref()), (16, Some("Can not update config in black list.")));
+    let config = body(&admin.request(request(1010, &[])).await);
+    assert!(config.contains("enableElectUncleanMaster=false\n"), "{config}");
+
+    let updated = admin.request(update_config("enableElectUncleanMaster=true\nscanInactiveMasterInterval=300\n")).await;
+    assert_eq!(updated.code, 0, "{updated:?}");
+    let config = body(&admin.request(request(1010, &[])).await);
+    assert!(
+        config
+            .contains("enableElectUncleanMaster=true\nnotifyBrokerRoleChanged=true\nscanInactiveMasterInterval=300\n"),
+        "{config}"
+    );
+    let elected = b.request(elect_b).await;
+    assert_eq!((elected.code, master(&elected).as_deref()), (0, Some("2")), "{elected:?}");
+    let other = (leader + 1) % 3;
+    let config = body(&g.client(other).await.request(request(1010, &[])).await);
+    assert!(config.contains("enableElectUncleanMaster=false\n"), "only the node asked changes: {config}");
+
+    drop((admin, b));
+    g.nodes[leader].take().unwrap().shutdown().await;
+    g.nodes[leader] = Some(start_with(g.configs[leader].clone()).await);
+    let config = body(&g.client(leader).await.request(request(1010, &[])).await);
+    assert!(
+        config.contains("enableElectUncleanMaster=true\n") && config.contains("scanInactiveMasterInterval=300\n"),
+        "{config}"
+    );
+}

@@ -51,6 +51,11 @@ impl NamesrvConfig {
     /// The configuration after applying a remote update given as Java properties text, or why it is refused.
     /// `self` is left as it is either way.
     pub fn with_remote_update(&self, text: &str) -> Result<NamesrvConfig, ConfigUpdateError> {
+        self.with_remote_update_of(text, UPDATABLE_KEYS)
+    }
+
+    /// [`Self::with_remote_update`] for another set of keys that may change (the controller's).
+    pub fn with_remote_update_of(&self, text: &str, updatable: &[&str]) -> Result<NamesrvConfig, ConfigUpdateError> {
         let mut props: Vec<(String, String)> =
             java_properties::read(text.as_bytes()).map_err(|_| ConfigUpdateError::Unparsable)?.into_iter().collect();
         props.sort();
@@ -66,7 +71,7 @@ impl NamesrvConfig {
             if !NamesrvConfig::is_known_key(key) {
                 return Err(ConfigUpdateError::Unknown(key.clone()));
             }
-            if !UPDATABLE_KEYS.contains(&key.as_str()) {
+            if !updatable.contains(&key.as_str()) {
                 return Err(ConfigUpdateError::StartupOnly(key.clone()));
             }
             next.set(key, value).map_err(|e: ConfigError| ConfigUpdateError::Invalid(e.to_string()))?;

@@ -1,15 +1,16 @@
 //! The controller that Java 5.x runs in the NameServer process with `enableControllerInNamesrv=true`: it
 //! elects a master for each broker group in controller mode and keeps the group's SyncStateSet and epochs.
 //!
-//! `replicas` is the replicated state
-//! (Java's ReplicasInfoManager tables) and the events that alone change it, applied in log order;
-//! `manager` decides each request (what to answer, which events to append) from that state, as Java's
-//! ReplicasInfoManager does; `elect` chooses a new master (Java's DefaultElectPolicy). `raft` declares
-//! the Raft types on openraft, `log_store` keeps the log on disk and `machine` applies it and keeps its
-//! snapshots, from which a restart starts. `node` serves requests (read and written by `wire`) with them,
-//! `heartbeat` follows which brokers live, `notify` tells brokers of new masters, `network` carries Raft
-//! between nodes and `listener` is the port. Nothing here is on the NameServer's lookup path, and it uses
-//! nothing of the route table: the server starts it with `enableControllerInNamesrv` ([`Controller`]).
+//! `replicas` is the replicated state (Java's ReplicasInfoManager tables) and the events that alone
+//! change it, applied in log order; `manager` decides each request (what to answer, which events to
+//! append) from that state, as Java's ReplicasInfoManager does; `elect` chooses a new master (Java's
+//! DefaultElectPolicy). `raft` declares the Raft types on openraft, `log_store` keeps the log on disk and
+//! `machine` applies it and keeps its snapshots, from which a restart starts. `node` serves requests (read
+//! and written by `wire`) with them, `switches` holds what an admin may change while it runs, `heartbeat`
+//! follows which brokers live, `notify` tells brokers of new masters, `network` carries Raft between nodes
+//! and `listener` is the port. Nothing here is on the NameServer's lookup path, and it uses nothing of the
+//! route table: the server starts it with `enableControllerInNamesrv` ([`Controller`]), or the binary
+//! alone with `--controller-only`.
 
 pub mod elect;
 pub mod heartbeat;
@@ -23,6 +24,7 @@ pub mod notify;
 pub mod raft;
 pub mod replicas;
 pub mod settings;
+pub mod switches;
 pub mod wire;
 
 use std::sync::Arc;
@@ -58,6 +60,7 @@ pub enum ControllerError {
 /// The controller, its port bound, ready to run beside the NameServer.
 pub struct Controller {
     settings: ControllerSettings,
+    switches: switches::Switches,
     listener: std::net::TcpListener,
 }
 
@@ -65,13 +68,14 @@ impl Controller {
     /// Reads the settings and binds the port of this node's peer address on `bindAddress`.
     pub fn bind(config: &NamesrvConfig) -> Result<Controller, ControllerError> {
         let settings = ControllerSettings::from_config(config)?;
+        let switches = switches::Switches::load(config, &settings.store_path)?;
         let addr = settings.me().addr.clone();
         let port = addr.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
         let bind = format!("{}:{port}", config.bind_address);
         let listener = std::net::TcpListener::bind(&bind)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|source| ControllerError::Listen { addr: bind, source })?;
-        Ok(Controller { settings, listener })
+        Ok(Controller { settings, switches, listener })
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -88,7 +92,7 @@ impl Controller {
             Err(source) => return ControllerError::Listen { addr: self.settings.me().addr.clone(), source },
         };
         let (changes, notices) = tokio::sync::mpsc::channel(notify::QUEUE);
-        let node = match node::ControllerNode::start(self.settings, changes).await {
+        let node = match node::ControllerNode::start(self.settings, self.switches, changes).await {
             Ok(node) => node,
             Err(source) => return ControllerError::Store { path: store, source },
         };
@@ -128,12 +132,12 @@ impl Controller {
 }
 
 /// The two periodic scans: brokers silent past their timeout (every `scanNotActiveBrokerInterval`), and
-/// on the leader, groups whose master is gone (every `scanInactiveMasterInterval`).
+/// on the leader, groups whose master is gone (every `scanInactiveMasterInterval`, which an update may
+/// change: the next scan is timed by its value then).
 async fn scan(node: Arc<node::ControllerNode>) {
     let mut brokers = tokio::time::interval(node.settings.scan_not_active_broker_interval);
-    let mut masters = tokio::time::interval(node.settings.scan_inactive_master_interval);
     brokers.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    masters.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut masters = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = brokers.tick() => {
@@ -142,7 +146,10 @@ async fn scan(node: Arc<node::ControllerNode>) {
                     node.brokers_inactive(gone).await;
                 }
             }
-            _ = masters.tick() => node.reelect_where_needed().await,
+            () = tokio::time::sleep_until(masters) => {
+                node.reelect_where_needed().await;
+                masters = tokio::time::Instant::now() + node.switches.scan_inactive_master_interval();
+            }
         }
     }
 }

@@ -19,6 +19,7 @@ use super::network::PeerNetwork;
 use super::notify::RoleChange;
 use super::raft::ControllerRaft;
 use super::settings::ControllerSettings;
+use super::switches::Switches;
 use super::wire::{self, ControllerRequest};
 use crate::error::RequestError;
 use crate::protocol::codes::response;
@@ -29,6 +30,7 @@ const WAIT: Duration = Duration::from_secs(5);
 
 pub struct ControllerNode {
     pub(super) settings: ControllerSettings,
+    pub(super) switches: Switches,
     pub(super) raft: Raft<ControllerRaft>,
     machine: StateMachine,
     pub(super) heartbeats: HeartbeatTable,
@@ -60,6 +62,7 @@ impl ControllerNode {
     /// group initialises it with every peer (each node does the same, which openraft allows).
     pub async fn start(
         settings: ControllerSettings,
+        switches: Switches,
         role_changes: mpsc::Sender<RoleChange>,
     ) -> std::io::Result<Arc<ControllerNode>> {
         std::fs::create_dir_all(&settings.store_path)?;
@@ -76,6 +79,7 @@ impl ControllerNode {
         tracing::info!(id = %settings.me().id, addr = %settings.me().addr, peers = settings.peers.len(), "controller started");
         let node = ControllerNode {
             settings,
+            switches,
             raft,
             machine,
             heartbeats: HeartbeatTable::default(),
@@ -111,9 +115,10 @@ impl ControllerNode {
                 resp.body = self.config_text().into();
                 Ok(resp)
             }
-            ControllerRequest::UpdateConfig => Err(RequestError::NotSupported(
-                crate::protocol::codes::controller_request::UPDATE_CONTROLLER_CONFIG,
-            )),
+            ControllerRequest::UpdateConfig { body } => {
+                self.switches.update(body).await?;
+                Ok(RemotingCommand::response(response::SUCCESS, None))
+            }
             _ => self.decide(request).await,
         }
     }
@@ -143,16 +148,13 @@ impl ControllerNode {
         let peers: Vec<String> = s.peers.iter().map(|p| format!("{}-{}", p.id, p.addr)).collect();
         format!(
             "controllerDLegerGroup={}\ncontrollerDLegerPeers={}\ncontrollerDLegerSelfId={}\ncontrollerStorePath={}\n\
-             enableElectUncleanMaster={}\nnotifyBrokerRoleChanged={}\nscanNotActiveBrokerInterval={}\n\
-             scanInactiveMasterInterval={}\n",
+             scanNotActiveBrokerInterval={}\n{}",
             s.group,
             peers.join(";"),
             s.me().id,
             s.store_path.display(),
-            s.enable_elect_unclean_master,
-            s.notify_broker_role_changed,
             s.scan_not_active_broker_interval.as_millis(),
-            s.scan_inactive_master_interval.as_millis(),
+            self.switches.text(),
         )
     }
 
@@ -216,7 +218,7 @@ impl ControllerNode {
             }
             ControllerRequest::ElectMaster { cluster: _, broker_name, broker_id, designate } => {
                 let req = ElectRequest { broker_name, broker_id: *broker_id, designate: *designate };
-                manager::elect_master(state, &req, live, self.settings.enable_elect_unclean_master)
+                manager::elect_master(state, &req, live, self.switches.elect_unclean_master())
             }
             ControllerRequest::RegisterBroker { cluster, broker_name, broker_id, address } => {
                 let cluster = cluster.as_deref().unwrap_or_default();
@@ -235,13 +237,13 @@ impl ControllerNode {
             ControllerRequest::Heartbeat(_)
             | ControllerRequest::GetMetadata
             | ControllerRequest::GetConfig
-            | ControllerRequest::UpdateConfig => Decision::ok(),
+            | ControllerRequest::UpdateConfig { .. } => Decision::ok(),
         }
     }
 
     /// A new master elected: its group's live brokers are told (`notifyBrokerRoleChanged`).
     fn announce(&self, decision: &Decision) {
-        if !self.settings.notify_broker_role_changed || decision.code != response::SUCCESS {
+        if !self.switches.notify_broker_role_changed() || decision.code != response::SUCCESS {
             return;
         }
         let (Some(Body::Elected { set, members: Some(group) }), Some(master_id)) =

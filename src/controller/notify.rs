@@ -1,6 +1,6 @@
 //! Tells a group's live brokers of their new master: NOTIFY_BROKER_ROLE_CHANGED (1008), one-way, with
 //! the master in the header and the SyncStateSet as the body (Java's ControllerManager NotifyService).
-//! At most [`MAX_IN_FLIGHT`] sends at once (Java's three threads), each bounded by Java's 3 s.
+//! At most `MAX_IN_FLIGHT` sends at once (Java's three threads), each bounded by Java's 3 s.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! The controller's settings, read from Java's ControllerConfig keys in the NameServer's configuration:
-//! which nodes form the group, which one this is, where its files are, and the election switches.
+//! which nodes form the group, which one this is, where its files are, and how often brokers' heartbeats
+//! are checked: what is fixed at start (the settings an admin may change while it runs are `switches`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,10 +37,7 @@ pub struct ControllerSettings {
     pub peers: Vec<Peer>,
     pub self_id: NodeId,
     pub store_path: PathBuf,
-    pub enable_elect_unclean_master: bool,
-    pub notify_broker_role_changed: bool,
     pub scan_not_active_broker_interval: Duration,
-    pub scan_inactive_master_interval: Duration,
 }
 
 impl ControllerSettings {
@@ -63,10 +61,7 @@ impl ControllerSettings {
             peers,
             self_id: self_id as NodeId,
             store_path,
-            enable_elect_unclean_master: config.enable_elect_unclean_master,
-            notify_broker_role_changed: config.notify_broker_role_changed,
             scan_not_active_broker_interval: Duration::from_millis(config.scan_not_active_broker_interval.max(1)),
-            scan_inactive_master_interval: Duration::from_millis(config.scan_inactive_master_interval.max(1)),
         })
     }
 

@@ -43,7 +43,8 @@ pub enum ControllerRequest {
     GetNextBrokerId { cluster: Option<String>, broker_name: String },
     ApplyBrokerId { cluster: Option<String>, broker_name: String, broker_id: i64, check_code: String },
     GetConfig,
-    UpdateConfig,
+    /// Java properties text; Java takes an empty body as nothing to change.
+    UpdateConfig { body: bytes::Bytes },
 }
 
 /// Java's SyncStateSet body.
@@ -117,7 +118,7 @@ impl ControllerRequest {
                 check_code: required(req, "registerCheckCode")?.to_string(),
             },
             code::GET_CONTROLLER_CONFIG => ControllerRequest::GetConfig,
-            code::UPDATE_CONTROLLER_CONFIG => ControllerRequest::UpdateConfig,
+            code::UPDATE_CONTROLLER_CONFIG => ControllerRequest::UpdateConfig { body: req.body.clone() },
             _ => return Ok(None),
         };
         Ok(Some(decoded))

@@ -117,16 +117,6 @@ epochs() {
     done | sort -u
 }
 
-wait_set_of_two() {
-    local state=""
-    for _ in $(seq 90); do
-        state=$(ctl master "$1" broker-a || true)
-        [ "$(cut -d' ' -f4 <<< "$state" | tr ',' '\n' | grep -c .)" = 2 ] && break
-        sleep 1
-    done
-    echo "$state"
-}
-
 scenario() {
     local kind=$1 i state old_id old_addr new leader index
     echo "--- $kind's controller"
@@ -134,7 +124,7 @@ scenario() {
     ctl wait-leader "$CONTROLLERS" 60 > /dev/null || { verdict 1 "$kind: a leader"; return; }
     start_broker "$kind" 10911
     start_broker "$kind" 10921
-    state=$(wait_set_of_two "$CONTROLLERS")
+    state=$(ctl wait-set "$CONTROLLERS" broker-a 90 2)
     [ "$(cut -d' ' -f4 <<< "$state")" = 1,2 ]
     verdict $? "$kind: two brokers join, one master, both in sync ($state)"
 
@@ -159,8 +149,7 @@ scenario() {
     verdict $? "$kind: the other two elect a leader: ${new:-none}"
 
     start_broker "$kind" "${old_addr##*:}"
-    state=$(wait_set_of_two "$rest")
-    [ "$(cut -d' ' -f4 <<< "$state" | tr ',' '\n' | grep -c .)" = 2 ]
+    state=$(ctl wait-set "$rest" broker-a 90 2)
     verdict $? "$kind: the killed broker rejoins as a slave, in sync ($state)"
     read -r old_id old_addr _ <<< "$state"
     kill9 "${broker_pid[${old_addr##*:}]}"

@@ -6,6 +6,8 @@
                                             the seconds it took
   controller.py wait-master ADDRS NAME SECONDS NOT_ID  polls until the master is not NOT_ID; prints
                                             `ID ADDRESS EPOCH SET` and the seconds it took
+  controller.py wait-set ADDRS NAME SECONDS SIZE  polls until the SyncStateSet has SIZE members; prints
+                                            `ID ADDRESS EPOCH SET` as last seen (exit 1 if never that size)
   controller.py request ADDR CODE [KEY=VALUE...]  one request; prints the reply's header as JSON, or
                                             `no answer`
 Each request gets 3 s; a node that does not answer is skipped."""
@@ -74,6 +76,17 @@ def main():
         name, seconds, old = sys.argv[3], float(sys.argv[4]), sys.argv[5]
         found, took = poll(lambda: master(addrs, name), seconds, lambda m: m.split(" ")[0] != old)
         found = found and f"{found} {took:.1f}"
+    elif cmd == "wait-set":
+        name, seconds, size = sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+        seen = []
+
+        def state():
+            seen.append(master(addrs, name))
+            return seen[-1]
+
+        found, _ = poll(state, seconds, lambda m: len(m.split(" ")[3].split(",")) == size)
+        if found is None:
+            print(next((m for m in reversed(seen) if m), "none"))
     elif cmd == "request":
         fields = dict(arg.split("=", 1) for arg in sys.argv[4:])
         reply = ask(addrs, int(sys.argv[3]), fields)

@@ -3,7 +3,8 @@
 # (enableControllerInNamesrv), then, the same scenario, Java 5.3.3's own (NamesrvStartup with the same
 # keys), and the times side by side. Each node is also the brokers' NameServer. The group: three brokers
 # named broker-a (enableControllerMode, brokerId=-1, allAckInSyncStateSet=true, as the quick-start
-# configuration of Java's distribution); the controller gives them ids and elects one master. Then:
+# configuration of Java's distribution); the controller gives them ids and elects one master (before, mqadmin
+# updateControllerConfig changes a setting on the three nodes and getControllerConfig reads it back). Then:
 #   1. the SyncStateSet grows to all three (the master's 1001s), and a Java producer sends through the group
 #      (tests/java/clients/Failover.java), one message at a time, writing down each one acknowledged;
 #   2. kill -9 the master: a slave must be elected (time from the kill to the leader answering 1004 with a
@@ -11,7 +12,9 @@
 #   3. kill -9 the controller leader: another node must lead (time from the kill), the producer must go on,
 #      and the brokers must find the new leader: the remaining slave is killed, and the master's shrunken
 #      SyncStateSet (its 1001) must reach the new leader;
-#   4. the producer stops; a consumer must read back every message that was acknowledged.
+#   4. the producer stops; a consumer must read back every message that was acknowledged;
+#   5. kill -9 of every controller node, and all three start again: the leader must name the same master,
+#      SyncStateSet and epochs as before (time from the start of the processes).
 # The times are printed as `controller: TIMES` lines, one per controller. Runs in a loopback-only network
 # namespace with its files on a tmpfs; needs root. INTEROP_KEEP=DIR keeps the logs.
 set -euo pipefail
@@ -96,16 +99,18 @@ scenario() {
     start_nodes "$kind"
     leader=$(ctl wait-leader "$CONTROLLERS" 60) || { verdict 1 "$kind: a controller leader within 60 s"; return; }
     verdict 0 "$kind: a controller leader (${leader% *})"
+    # What an operator does with mqadmin (UPDATE/GET_CONTROLLER_CONFIG on every node); the value is
+    # near the default, and Java reads it only when a node first leads.
+    mqadmin updateControllerConfig -a "$CONTROLLERS" -k scanInactiveMasterInterval -v 4000 > "$work/update-$kind.txt"
+    mqadmin getControllerConfig -a "$CONTROLLERS" > "$work/config-$kind.txt"
+    [ "$(grep -cE '^scanInactiveMasterInterval +=  4000$' "$work/config-$kind.txt")" = 3 ] \
+        && grep -q 'update controller config success' "$work/update-$kind.txt"
+    verdict $? "$kind: mqadmin updateControllerConfig, then getControllerConfig shows it on the three nodes"
     start_brokers "$kind"
     master=$(ctl wait-master "$CONTROLLERS" broker-a 120 none) || { verdict 1 "$kind: a master elected within 120 s"; show_logs; return; }
     verdict 0 "$kind: the brokers register and one is elected master: ${master% *}"
-    local full=""
-    for _ in $(seq 60); do
-        full=$(ctl master "$CONTROLLERS" broker-a || true)
-        [ "$(cut -d' ' -f4 <<< "$full" | tr ',' '\n' | grep -c .)" = 3 ] && break
-        sleep 1
-    done
-    [ "$(cut -d' ' -f4 <<< "$full" | tr ',' '\n' | grep -c .)" = 3 ]
+    local full
+    full=$(ctl wait-set "$CONTROLLERS" broker-a 60 3)
     verdict $? "$kind: the slaves catch up: the SyncStateSet is all three ($full)"
     mqadmin updateTopic -c DefaultCluster -t Failover -r 4 -w 4 -n "${NAMESRVS%%;*}" > /dev/null
     rm -f "$work/acked" "$work/stop"
@@ -141,21 +146,12 @@ scenario() {
     for port in "${BROKER_PORTS[@]}"; do
         [ "$port" = "${old_addr##*:}" ] || [ "$port" = "${new_addr##*:}" ] || slave_port=$port
     done
-    local both=""
-    for _ in $(seq 60); do
-        both=$(ctl master "$rest" broker-a || true)
-        [ "$(cut -d' ' -f4 <<< "$both" | tr ',' '\n' | grep -c .)" = 2 ] && break
-        sleep 1
-    done
-    [ "$(cut -d' ' -f4 <<< "$both" | tr ',' '\n' | grep -c .)" = 2 ]
+    local both
+    both=$(ctl wait-set "$rest" broker-a 60 2)
     verdict $? "$kind: the other slave rejoins the new master's SyncStateSet, as the new leader has it ($both)"
     kill9 "${broker_pid[$slave_port]}"
-    local shrunk=""
-    for _ in $(seq 90); do
-        shrunk=$(ctl master "$rest" broker-a || true)
-        [ "$(cut -d' ' -f4 <<< "$shrunk")" = "$new_id" ] && break
-        sleep 1
-    done
+    local shrunk
+    shrunk=$(ctl wait-set "$rest" broker-a 90 1)
     [ "$(cut -d' ' -f4 <<< "$shrunk")" = "$new_id" ]
     verdict $? "$kind: the master finds the new leader: its SyncStateSet without the killed slave reaches it ($shrunk)"
 
@@ -166,6 +162,19 @@ scenario() {
     local status=$?
     grep -E '^(acknowledged|FAIL)' "$work/consumer-$kind.log" | sed "s/^/    /" || true
     verdict $status "$kind: every acknowledged message is read back"
+
+    # The whole group restarts (kill -9 of the two nodes left): each node reads its store back, and the
+    # master the leader then names, and its SyncStateSet and epoch, are those of before.
+    local before after started
+    before=$(ctl master "$rest" broker-a)
+    for pid in "${node_pid[@]}"; do kill9 "$pid"; done
+    started=$EPOCHREALTIME
+    start_nodes "$kind"
+    after=$(ctl wait-master "$CONTROLLERS" broker-a 120 none)
+    took=$(python3 -c "print(f'{$EPOCHREALTIME - $started:.1f}')")
+    [ -n "$before" ] && [ "${after% *}" = "$before" ]
+    verdict $? "$kind: all three nodes restarted: the leader has the same master in $took s (${after% *}; before: $before)"
+    echo "restart $took" >> "$work/times-$kind"
     stop_everything
 }
 
