@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         Err(e) => return failed(&e),
     };
     if cli.print_config {
-        print!("{}", config.effective().to_properties_text());
+        print!("{}", config.effective().to_properties_text(true));
         return ExitCode::SUCCESS;
     }
     if cli.controller_only {

@@ -9,7 +9,7 @@ mod client_properties;
 mod properties;
 mod update;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -85,6 +85,22 @@ impl ConfigValue for String {
     }
 }
 
+/// Java's ControllerConfig keys that its NamesrvConfig lacks (see [`NamesrvConfig::namesrv_entries`]).
+pub const CONTROLLER_KEYS: &[&str] = &[
+    "controllerDLegerGroup",
+    "controllerDLegerPeers",
+    "controllerDLegerSelfId",
+    "controllerStorePath",
+    "controllerType",
+    "enableElectUncleanMaster",
+    "notifyBrokerRoleChanged",
+    "scanInactiveMasterInterval",
+    "controllerThreadPoolNums",
+    "controllerRequestThreadPoolQueueCapacity",
+    "mappedFileSize",
+    "electMasterMaxRetryCount",
+];
+
 fn home_path(rest: &str) -> String {
     let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
     format!("{home}/{rest}")
@@ -98,11 +114,13 @@ macro_rules! namesrv_config {
             $( $(#[$doc])* pub $field: $ty, )*
             /// Keys of the `-c` file that rocketns does not know; kept and shown by GET_NAMESRV_CONFIG, as Java does.
             pub extra: BTreeMap<String, String>,
+            /// Which of [`CONTROLLER_KEYS`] the `-c` file gives.
+            pub given_controller_keys: BTreeSet<String>,
         }
 
         impl Default for NamesrvConfig {
             fn default() -> Self {
-                NamesrvConfig { $( $field: $default, )* extra: BTreeMap::new() }
+                NamesrvConfig { $( $field: $default, )* extra: BTreeMap::new(), given_controller_keys: BTreeSet::new() }
             }
         }
 
@@ -289,6 +307,9 @@ impl NamesrvConfig {
         props.sort();
         let mut unknown = Vec::new();
         for (key, value) in props {
+            if CONTROLLER_KEYS.contains(&key.as_str()) {
+                self.given_controller_keys.insert(key.clone());
+            }
             if !self.set(&key, &value)? {
                 tracing::warn!(key = %key, file = %origin, "unknown config key ignored");
                 self.extra.insert(key.clone(), value);
@@ -406,17 +427,28 @@ impl NamesrvConfig {
         Ok(config)
     }
 
-    /// `key=value` lines sorted by key: what `-p` prints and GET_NAMESRV_CONFIG answers (Java's
-    /// `MixAll.properties2String`, with backslashes escaped so that an admin tool's `Properties.load` reads
-    /// them back).
-    pub fn to_properties_text(&self) -> String {
-        self.entries().into_iter().map(|(k, v)| format!("{k}={}\n", v.replace('\\', "\\\\"))).collect()
+    /// The keys the NameServer's own configuration shows (GET_NAMESRV_CONFIG, the file written back): all
+    /// but the controller's that the `-c` file does not give. Java's NameServer shows its NamesrvConfig and
+    /// the `-c` file's properties; the controller's keys are its ControllerConfig's, on GET_CONTROLLER_CONFIG.
+    pub fn namesrv_entries(&self) -> BTreeMap<String, String> {
+        let mut entries = self.entries();
+        entries.retain(|k, _| !CONTROLLER_KEYS.contains(&k.as_str()) || self.given_controller_keys.contains(k));
+        entries
     }
 
-    /// The `-c` file an update writes back: every key, escaped as `Properties.store` escapes (see
-    /// `properties.rs`), so that Java's reader and rocketns's read the same values.
+    /// `key=value` lines sorted by key: what GET_NAMESRV_CONFIG answers (Java's `MixAll.properties2String`,
+    /// with backslashes escaped so that an admin tool's `Properties.load` reads them back), or with
+    /// `every_key` what `-p` prints: the controller's keys too.
+    pub fn to_properties_text(&self, every_key: bool) -> String {
+        let entries = if every_key { self.entries() } else { self.namesrv_entries() };
+        entries.into_iter().map(|(k, v)| format!("{k}={}\n", v.replace('\\', "\\\\"))).collect()
+    }
+
+    /// The `-c` file an update writes back: the NameServer's keys ([`Self::namesrv_entries`]), escaped as
+    /// `Properties.store` escapes (see `properties.rs`), so that Java's reader and rocketns's read the same
+    /// values.
     pub fn to_properties_file(&self) -> String {
-        let entries = self.entries();
+        let entries = self.namesrv_entries();
         let mut text = String::from("# Written by rocketns on UPDATE_NAMESRV_CONFIG; Java properties (ISO-8859-1).\n");
         text.push_str(&properties::store_text(entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
         text
@@ -426,6 +458,20 @@ impl NamesrvConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// GET_NAMESRV_CONFIG as Java's: the controller's keys only as the `-c` file gives them; `-p` all.
+    #[test]
+    fn the_controller_keys_show_where_java_shows_them() {
+        let mut c = NamesrvConfig::default();
+        let shown = c.to_properties_text(false);
+        assert!(shown.contains("enableControllerInNamesrv=false\n"), "a NamesrvConfig key");
+        assert!(!shown.contains("controllerDLegerPeers") && !shown.contains("enableElectUncleanMaster"), "{shown}");
+        assert!(c.to_properties_text(true).contains("enableElectUncleanMaster=false\n"));
+        c.apply_properties("controllerDLegerPeers=n0-127.0.0.1:9878\n", "test").unwrap();
+        let shown = c.to_properties_text(false);
+        assert!(shown.contains("controllerDLegerPeers=n0-127.0.0.1:9878\n") && !shown.contains("mappedFileSize"));
+        assert!(c.to_properties_file().contains("controllerDLegerPeers=n0-127.0.0.1\\:9878\n"), "kept in the file");
+    }
 
     #[test]
     fn java_keys_and_defaults() {
@@ -442,7 +488,7 @@ mod tests {
         assert_eq!(c.listen_port, 9877);
         assert!(c.order_message_enable);
         assert_eq!(c.kv_config_path, "/tmp/kv.json");
-        assert!(c.to_properties_text().contains("listenPort=9877\n"));
+        assert!(c.to_properties_text(false).contains("listenPort=9877\n"));
     }
 
     /// A file in Latin-1, as Java tools write them: read byte by byte, as Java's Properties.load reads it.
@@ -480,7 +526,7 @@ mod tests {
     #[test]
     fn effective_config_names_the_route_file() {
         let c = NamesrvConfig { kv_config_path: "/data/ns/kvConfig.json".into(), ..NamesrvConfig::default() };
-        assert!(c.effective().to_properties_text().contains("routeSnapshotPath=/data/ns/routeSnapshot.json\n"));
+        assert!(c.effective().to_properties_text(true).contains("routeSnapshotPath=/data/ns/routeSnapshot.json\n"));
         assert_eq!(c.route_snapshot_path, "", "the configuration itself keeps the derived default");
     }
 }

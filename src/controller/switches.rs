@@ -1,8 +1,8 @@
 //! The controller's settings that an admin may change while it runs (UPDATE_CONTROLLER_CONFIG, 1009, as
 //! `mqadmin updateControllerConfig` sends it): whether an election may pick a broker outside the
 //! SyncStateSet, whether brokers are told of a new master, and how often the leader looks for groups
-//! without one. Java reads these three while running and takes any other key too, to no effect until a
-//! restart; here any other key is refused, as UPDATE_NAMESRV_CONFIG refuses its start-up keys
+//! without one. Java reads the first two while running, the third when a node first leads, and takes
+//! any other key too, to no effect until a restart; here any other key is refused, as UPDATE_NAMESRV_CONFIG refuses its start-up keys
 //! (`config::update`). A change is written to `controller.properties` under `controllerStorePath` before
 //! it is answered, and read back at start over the `-c` file's values: an update answered SUCCESS
 //! survives a restart, one refused changes nothing.

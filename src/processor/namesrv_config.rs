@@ -18,7 +18,7 @@ use crate::state::ServerState;
 /// Sorted `key=value` lines; always a body, since Java's admin client reads it unconditionally.
 pub(super) fn get_config(p: &ServerState) -> RemotingCommand {
     let mut resp = success();
-    resp.body = Bytes::from(p.config.load().to_properties_text());
+    resp.body = Bytes::from(p.config.load().to_properties_text(false));
     resp
 }
 
