@@ -51,14 +51,6 @@ trap cleanup_netns EXIT
 ctl() { timeout 200 python3 "$ROOT/tests/java/controller.py" "$@"; }
 in_node() { local i=$1; shift; ip netns exec "ctl$i" "$@"; }
 
-wait_addr() {
-    for _ in $(seq 600); do
-        (exec 3<> "/dev/tcp/$1/$2") 2> /dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # start_node KIND I: node I of KIND (rocketns or java) in its namespace, also a NameServer on 9876.
 start_node() {
     local kind=$1 i=$2 conf="$work/$1-n$2.properties"
@@ -73,7 +65,7 @@ start_node() {
             org.apache.rocketmq.namesrv.NamesrvStartup -c "$conf" > "$work/$kind-n$i.log" 2>&1 &
     fi
     pids+=($!)
-    wait_addr "${NODES[$i]}" "${PORTS[$i]}" || { echo "partition: node $i did not start"; tail -n 20 "$work/$kind-n$i.log"; exit 1; }
+    wait_port "${PORTS[$i]}" "${NODES[$i]}" || { echo "partition: node $i did not start"; tail -n 20 "$work/$kind-n$i.log"; exit 1; }
 }
 
 declare -A broker_pid

@@ -71,10 +71,10 @@ sandbox_cleanup() {
     rm -rf "$work"
 }
 
-# wait_port PORT: until something listens on 127.0.0.1:PORT (at most a minute).
+# wait_port PORT [HOST]: until something listens on HOST:PORT, 127.0.0.1 by default (at most a minute).
 wait_port() {
     for _ in $(seq 600); do
-        (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0
+        (exec 3<> "/dev/tcp/${2:-127.0.0.1}/$1") 2> /dev/null && return 0
         sleep 0.1
     done
     return 1
