@@ -380,3 +380,18 @@ async fn an_update_of_the_controller_config_applies_and_survives_a_restart() {
         "{config}"
     );
 }
+
+/// UPDATE_CONTROLLER_CONFIG's body is bounded (64 KiB, as UPDATE_NAMESRV_CONFIG's): a larger one is refused
+/// unread, nothing changes, and the node goes on answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_config_update_over_its_bound_is_refused() {
+    let g = group().await;
+    let leader = g.leader().await;
+    let mut c = g.client(leader).await;
+    let huge = format!("enableElectUncleanMaster=true\n#{}\n", "x".repeat(1 << 20));
+    let refused = c.request(update_config(&huge)).await;
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.remark.as_deref().unwrap_or_default().contains("at most 65536"), "{refused:?}");
+    let config = body(&c.request(request(1010, &[])).await);
+    assert!(config.contains("enableElectUncleanMaster=false\n"), "{config}");
+}
