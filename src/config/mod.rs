@@ -92,6 +92,7 @@ pub const CONTROLLER_KEYS: &[&str] = &[
     "controllerDLegerSelfId",
     "controllerStorePath",
     "controllerType",
+    "controllerPeerSecretFile",
     "enableElectUncleanMaster",
     "notifyBrokerRoleChanged",
     "scanInactiveMasterInterval",
@@ -196,6 +197,10 @@ namesrv_config! {
     controller_dleger_self_id: String = String::new() => "controllerDLegerSelfId",
     /// Where the controller keeps its Raft log and snapshots; empty means `~/DledgerController`.
     controller_store_path: String = String::new() => "controllerStorePath",
+    /// A file whose content (16 bytes or more) every node of the group shares: the Raft frames between
+    /// nodes are signed with it and others refused (SECURITY.md). Not a Java key; empty: frames are
+    /// taken from the peers' addresses alone.
+    controller_peer_secret_file: String = String::new() => "controllerPeerSecretFile",
     /// Only `DLedger` (Java's default) is accepted: rocketns replicates on openraft under either name's
     /// keys, and Java's `jRaft` keys are not read.
     controller_type: String = "DLedger".into() => "controllerType",

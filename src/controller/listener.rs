@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 use tokio_util::codec::Decoder;
 
 use super::node::ControllerNode;
+use crate::limits::throttle::client_log;
 use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
 
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -53,7 +54,7 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>) -> std::io:
         let _ = stream.set_nodelay(true);
         let (node, large, conn) = (node.clone(), large.clone(), next_id.fetch_add(1, Ordering::Relaxed));
         served.spawn(async move {
-            if let Err(e) = connection(stream, &node, &large, conn).await {
+            if let Err(e) = connection(stream, peer.ip(), &node, &large, conn).await {
                 tracing::debug!(%peer, error = %e, "controller: connection ended");
             }
             let gone = node.heartbeats.connection_closed(conn);
@@ -65,7 +66,13 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>) -> std::io:
     }
 }
 
-async fn connection(mut stream: TcpStream, node: &ControllerNode, large: &Arc<Semaphore>, conn: u64) -> std::io::Result<()> {
+async fn connection(
+    mut stream: TcpStream,
+    from: std::net::IpAddr,
+    node: &ControllerNode,
+    large: &Arc<Semaphore>,
+    conn: u64,
+) -> std::io::Result<()> {
     let mut decoder = FrameDecoder::new(MAX_FRAME);
     loop {
         let mut prefix = [0u8; 4];
@@ -97,7 +104,7 @@ async fn connection(mut stream: TcpStream, node: &ControllerNode, large: &Arc<Se
             Ok(req) => req,
             Err(e) => return Err(std::io::Error::other(format!("a header that does not decode: {e}"))),
         };
-        let Some(mut resp) = answer(node, &req, conn).await else { continue };
+        let Some(mut resp) = answer(node, &req, from, conn).await else { continue };
         if req.is_oneway() {
             continue;
         }
@@ -108,12 +115,19 @@ async fn connection(mut stream: TcpStream, node: &ControllerNode, large: &Arc<Se
     }
 }
 
-async fn answer(node: &ControllerNode, req: &RemotingCommand, conn: u64) -> Option<RemotingCommand> {
+async fn answer(node: &ControllerNode, req: &RemotingCommand, from: std::net::IpAddr, conn: u64) -> Option<RemotingCommand> {
     if req.is_response() {
         return None;
     }
-    if let Some(resp) = super::network::serve(&node.raft, req).await {
-        return Some(resp);
+    match super::network::serve(&node.raft, &node.gate, &node.settings.me().id, from, req).await {
+        Some(Ok(resp)) => return Some(resp),
+        Some(Err(refused)) => {
+            node.refused_peers.fetch_add(1, Ordering::Relaxed);
+            client_log!(warn, %from, code = req.code, error = %refused, "controller: Raft frame refused");
+            let remark = format!("refused: {refused}");
+            return Some(RemotingCommand::response(crate::protocol::codes::response::NO_PERMISSION, Some(remark)));
+        }
+        None => {}
     }
     let answered = node.answer(req, conn).await.unwrap_or(Err(crate::error::RequestError::NotSupported(req.code)));
     Some(answered.unwrap_or_else(|e| {

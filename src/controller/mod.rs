@@ -13,6 +13,7 @@
 //! alone with `--controller-only`.
 
 pub mod elect;
+pub mod gate;
 pub mod heartbeat;
 pub mod listener;
 pub mod log_store;

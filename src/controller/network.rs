@@ -1,8 +1,12 @@
 //! openraft's RPCs between controller nodes, carried as RocketMQ remoting requests (rocketns's own codes
 //! 60001-60003, JSON bodies) on the nodes' `controllerDLegerPeers` addresses, beside the brokers'
-//! requests. Each node keeps one connection to each other node, opened again when it fails.
+//! requests, through the [`PeerGate`]. Each node keeps one connection to each other node, shared by
+//! every client openraft makes (it makes one for each heartbeat round and election), opened again only
+//! when it fails.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,62 +20,91 @@ use openraft::{BasicNode, Raft};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::gate::{self, PeerGate, Refused};
 use super::raft::{ControllerRaft, NodeId};
+use super::settings::Peer;
 use crate::outbound::client::PeerConnection;
 use crate::protocol::codes::{controller_request as code, response};
 use crate::remoting::{ExtFields, RemotingCommand};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-#[derive(Clone, Default)]
-pub struct PeerNetwork;
+/// The connection to one other node, opened by whichever RPC needs it first.
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<PeerConnection>>>>;
+
+/// The connections to the other nodes, and what signs the frames sent on them.
+#[derive(Clone)]
+pub struct PeerNetwork {
+    gate: Arc<PeerGate>,
+    peers: Arc<Vec<Peer>>,
+    slots: Arc<Mutex<HashMap<NodeId, Slot>>>,
+}
+
+impl PeerNetwork {
+    pub fn new(gate: Arc<PeerGate>, peers: Vec<Peer>) -> PeerNetwork {
+        PeerNetwork { gate, peers: Arc::new(peers), slots: Arc::default() }
+    }
+}
 
 pub struct PeerClient {
     target: NodeId,
+    /// The target's DLedger id, which its frames are signed for.
+    target_id: String,
     addr: String,
-    connection: Option<Arc<PeerConnection>>,
+    gate: Arc<PeerGate>,
+    slot: Slot,
 }
 
 impl RaftNetworkFactory<ControllerRaft> for PeerNetwork {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        PeerClient { target, addr: node.addr.clone(), connection: None }
+        let slot = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(target).or_default().clone();
+        let target_id = self.peers.get(target as usize).map(|p| p.id.clone()).unwrap_or_default();
+        PeerClient { target, target_id, addr: node.addr.clone(), gate: self.gate.clone(), slot }
     }
 }
 
 type Failed<E> = RPCError<NodeId, BasicNode, RaftError<NodeId, E>>;
 
+fn network_error<E>(e: &(impl std::error::Error + 'static)) -> Failed<E>
+where
+    E: std::error::Error,
+{
+    RPCError::Network(NetworkError::new(e))
+}
+
 impl PeerClient {
+    /// The shared connection, opened if there is none or it failed.
+    async fn connection(&self) -> Result<Arc<PeerConnection>, std::io::Error> {
+        let mut slot = self.slot.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(PeerConnection::connect(&self.addr, CONNECT_TIMEOUT).await.map_err(std::io::Error::other)?);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
     async fn call<Req: Serialize, Resp: DeserializeOwned, E: std::error::Error + DeserializeOwned>(
         &mut self,
         request_code: i32,
         rpc: &Req,
         option: &RPCOption,
     ) -> Result<Resp, Failed<E>> {
-        let connection = match &self.connection {
-            Some(c) if !c.is_closed() => c.clone(),
-            _ => {
-                let c = PeerConnection::connect(&self.addr, CONNECT_TIMEOUT)
-                    .await
-                    .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
-                let c = Arc::new(c);
-                self.connection = Some(c.clone());
-                c
-            }
-        };
+        let connection = self.connection().await.map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         let mut request = RemotingCommand::request(request_code, ExtFields::new());
-        request.body = Bytes::from(serde_json::to_vec(rpc).map_err(|e| RPCError::Network(NetworkError::new(&e)))?);
-        let reply = connection.request(request, option.hard_ttl()).await.map_err(|e| {
-            self.connection = None;
-            RPCError::Network(NetworkError::new(&e))
-        })?;
+        request.body = Bytes::from(serde_json::to_vec(rpc).map_err(|e| network_error(&e))?);
+        self.gate.sign_request(&self.target_id, &mut request);
+        let mac = gate::request_mac(&request).map(str::to_string);
+        let reply = connection.request(request, option.hard_ttl()).await.map_err(|e| network_error(&e))?;
+        self.gate.check_response(mac.as_deref(), &reply).map_err(|e| network_error(&e))?;
         if reply.code != response::SUCCESS {
             let e = std::io::Error::other(format!("node {} refused: {:?}", self.target, reply.remark));
-            return Err(RPCError::Network(NetworkError::new(&e)));
+            return Err(network_error(&e));
         }
         let answered: Result<Resp, RaftError<NodeId, E>> =
-            serde_json::from_slice(&reply.body).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+            serde_json::from_slice(&reply.body).map_err(|e| network_error(&e))?;
         answered.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
@@ -102,25 +135,72 @@ impl RaftNetwork<ControllerRaft> for PeerClient {
     }
 }
 
-/// Serves a Raft RPC from another node: `None` when `req` is not one.
-pub async fn serve(raft: &Raft<ControllerRaft>, req: &RemotingCommand) -> Option<RemotingCommand> {
-    let body = match req.code {
-        code::RAFT_APPEND_ENTRIES => answer(&req.body, |rpc| raft.append_entries(rpc)).await,
-        code::RAFT_VOTE => answer(&req.body, |rpc| raft.vote(rpc)).await,
-        code::RAFT_INSTALL_SNAPSHOT => answer(&req.body, |rpc| raft.install_snapshot(rpc)).await,
-        _ => return None,
+/// Serves a Raft RPC from another node, which came from `from`: `None` when `req` is not one. A frame the
+/// gate refuses is answered NO_PERMISSION, and openraft never sees it.
+pub async fn serve(
+    raft: &Raft<ControllerRaft>,
+    gate: &PeerGate,
+    me: &str,
+    from: IpAddr,
+    req: &RemotingCommand,
+) -> Option<Result<RemotingCommand, Refused>> {
+    if !matches!(req.code, code::RAFT_APPEND_ENTRIES | code::RAFT_VOTE | code::RAFT_INSTALL_SNAPSHOT) {
+        return None;
+    }
+    if let Err(refused) = gate.check_request(me, from, req) {
+        return Some(Err(refused));
+    }
+    let (term, purged) = {
+        let m = raft.metrics();
+        let m = m.borrow();
+        (m.current_term, m.purged.map_or(0, |p| p.index))
     };
-    Some(match body {
-        Ok(body) => {
+    let body = match req.code {
+        code::RAFT_APPEND_ENTRIES => {
+            answer(&req.body, |rpc: &AppendEntriesRequest<ControllerRaft>| appends(rpc, term, purged), |rpc| raft.append_entries(rpc))
+                .await
+        }
+        code::RAFT_VOTE => answer(&req.body, |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term), |rpc| raft.vote(rpc)).await,
+        _ => answer(&req.body, |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term), |rpc| raft.install_snapshot(rpc)).await,
+    };
+    let mut resp = match body {
+        Ok(Ok(body)) => {
             let mut resp = RemotingCommand::response(response::SUCCESS, None);
             resp.body = Bytes::from(body);
             resp
         }
+        Ok(Err(refused)) => return Some(Err(refused)),
         Err(e) => RemotingCommand::response(response::SYSTEM_ERROR, Some(e)),
-    })
+    };
+    if let Some(mac) = gate::request_mac(req) {
+        gate.sign_response(mac, &mut resp);
+    }
+    Some(Ok(resp))
 }
 
-async fn answer<Req, Resp, E, F>(body: &[u8], handle: impl FnOnce(Req) -> F) -> Result<Vec<u8>, String>
+/// An AppendEntries a node may take: its term and its entries' terms can follow ours, and it leaves no
+/// more than the bound past the last purge.
+fn appends(rpc: &AppendEntriesRequest<ControllerRaft>, term: u64, purged: u64) -> Result<(), Refused> {
+    let asked = rpc.vote.leader_id.term;
+    gate::check_term(asked, term)?;
+    if let Some(e) = rpc.entries.iter().find(|e| e.log_id.leader_id.term > asked) {
+        return Err(Refused::Term { asked: e.log_id.leader_id.term, ours: term });
+    }
+    rpc.entries.last().map_or(Ok(()), |last| gate::check_unpurged(last.log_id.index, purged))
+}
+
+fn chunk(rpc: &InstallSnapshotRequest<ControllerRaft>, term: u64) -> Result<(), Refused> {
+    gate::check_term(rpc.vote.leader_id.term, term)?;
+    gate::check_chunk(rpc.offset, rpc.data.len())
+}
+
+/// Parses the RPC, checks it, hands it to openraft and writes its answer; the outer error is a body
+/// that does not parse or an answer that does not serialise.
+async fn answer<Req, Resp, E, F>(
+    body: &[u8],
+    check: impl FnOnce(&Req) -> Result<(), Refused>,
+    handle: impl FnOnce(Req) -> F,
+) -> Result<Result<Vec<u8>, Refused>, String>
 where
     Req: DeserializeOwned,
     Resp: Serialize,
@@ -128,6 +208,9 @@ where
     F: std::future::Future<Output = Result<Resp, E>>,
 {
     let rpc: Req = serde_json::from_slice(body).map_err(|e| format!("a Raft request that does not parse: {e}"))?;
+    if let Err(refused) = check(&rpc) {
+        return Ok(Err(refused));
+    }
     let answered = handle(rpc).await;
-    serde_json::to_vec(&answered).map_err(|e| e.to_string())
+    serde_json::to_vec(&answered).map(Ok).map_err(|e| e.to_string())
 }

@@ -12,6 +12,7 @@ use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 use tokio::sync::mpsc;
 
 use super::heartbeat::{BrokerIdentity, HeartbeatTable};
+use super::gate::PeerGate;
 use super::log_store::LogStore;
 use super::machine::StateMachine;
 use super::manager::{self, Body, Decision, ElectRequest};
@@ -32,6 +33,10 @@ pub struct ControllerNode {
     pub(super) settings: ControllerSettings,
     pub(super) switches: Switches,
     pub(super) raft: Raft<ControllerRaft>,
+    /// Who may send Raft frames here (`gate`).
+    pub(super) gate: Arc<PeerGate>,
+    /// Raft frames the gate refused, for /metrics.
+    pub(super) refused_peers: std::sync::atomic::AtomicU64,
     machine: StateMachine,
     pub(super) heartbeats: HeartbeatTable,
     /// One decision at a time, from reading the state to its events being applied.
@@ -68,7 +73,12 @@ impl ControllerNode {
         std::fs::create_dir_all(&settings.store_path)?;
         let log = LogStore::open(&settings.store_path)?;
         let machine = StateMachine::open(&settings.store_path)?;
-        let raft = Raft::new(settings.self_id, raft_config()?, PeerNetwork, log, machine.clone())
+        let gate = Arc::new(PeerGate::new(&settings.peers, settings.peer_secret.as_deref()));
+        if !gate.authenticates() && settings.peers.len() > 1 {
+            tracing::warn!("controller: no controllerPeerSecretFile: Raft frames are taken from the peers' addresses unsigned (SECURITY.md)");
+        }
+        let network = PeerNetwork::new(gate.clone(), settings.peers.clone());
+        let raft = Raft::new(settings.self_id, raft_config()?, network, log, machine.clone())
             .await
             .map_err(std::io::Error::other)?;
         let members: BTreeMap<u64, BasicNode> =
@@ -81,6 +91,8 @@ impl ControllerNode {
             settings,
             switches,
             raft,
+            gate,
+            refused_peers: std::sync::atomic::AtomicU64::new(0),
             machine,
             heartbeats: HeartbeatTable::default(),
             deciding: tokio::sync::Mutex::new(()),

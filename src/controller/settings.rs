@@ -21,6 +21,8 @@ pub enum SettingsError {
     UnknownSelf(String),
     #[error("controllerType {0:?} is not supported: only DLedger (rocketns replicates on openraft)")]
     UnsupportedType(String),
+    #[error("controllerPeerSecretFile {path:?}: {reason}")]
+    PeerSecret { path: String, reason: String },
 }
 
 /// One node of the group: its DLedger id (`n0`) and the address it listens at.
@@ -38,6 +40,8 @@ pub struct ControllerSettings {
     pub self_id: NodeId,
     pub store_path: PathBuf,
     pub scan_not_active_broker_interval: Duration,
+    /// The content of `controllerPeerSecretFile`, which signs the Raft frames between nodes (`gate`).
+    pub peer_secret: Option<Vec<u8>>,
 }
 
 impl ControllerSettings {
@@ -62,6 +66,7 @@ impl ControllerSettings {
             self_id: self_id as NodeId,
             store_path,
             scan_not_active_broker_interval: Duration::from_millis(config.scan_not_active_broker_interval.max(1)),
+            peer_secret: read_secret(&config.controller_peer_secret_file)?,
         })
     }
 
@@ -72,6 +77,21 @@ impl ControllerSettings {
     pub fn peer(&self, id: NodeId) -> Option<&Peer> {
         self.peers.get(id as usize)
     }
+}
+
+/// The secret in `path`, its surrounding white space trimmed; none when `path` is empty. A secret under 16
+/// bytes is refused: it would be guessed.
+fn read_secret(path: &str) -> Result<Option<Vec<u8>>, SettingsError> {
+    if path.is_empty() {
+        return Ok(None);
+    }
+    let refused = |reason: String| SettingsError::PeerSecret { path: path.to_string(), reason };
+    let bytes = std::fs::read(path).map_err(|e| refused(e.to_string()))?;
+    let secret = bytes.trim_ascii();
+    if secret.len() < 16 {
+        return Err(refused(format!("{} bytes; at least 16 are needed", secret.len())));
+    }
+    Ok(Some(secret.to_vec()))
 }
 
 /// `n0-127.0.0.1:9878;n1-127.0.0.1:9868`, as DLedger reads it (the id ends at the first `-`).

@@ -5,6 +5,8 @@
 // Each test binary uses a part of these.
 #![allow(dead_code, unused_imports)]
 
+pub mod controller;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

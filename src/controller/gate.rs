@@ -1,0 +1,244 @@
+//! Who may speak Raft to this node (codes 60001-60003), and what a Raft message may ask: the one place
+//! that lets another node's frame reach openraft.
+//!
+//! Two fences. The address: a Raft frame is taken only from an address that one of
+//! `controllerDLegerPeers` resolves to. The secret, with `controllerPeerSecretFile`: every Raft request
+//! carries an HMAC-SHA256, keyed by the file's content, over the receiving node's id, the code, a time and
+//! the body, and every reply one over the request's MAC, its code and its body; a frame without a valid
+//! one, or whose time is more than [`WINDOW`] away, is refused before its body is parsed. Without the file
+//! only the address fence stands, and the node says so at start (SECURITY.md).
+//!
+//! And whatever its sender: a term that cannot come next ([`MAX_TERM_JUMP`] above ours, or near the
+//! top of `u64`, where openraft would overflow), a snapshot chunk reaching past [`MAX_SNAPSHOT`], or
+//! entries past [`MAX_UNPURGED`] beyond the last purge are refused, and openraft never sees them.
+
+use std::net::{IpAddr, ToSocketAddrs};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use ring::hmac;
+
+use super::settings::Peer;
+use crate::remoting::RemotingCommand;
+
+/// How far a request's time may be from this node's clock.
+pub const WINDOW: Duration = Duration::from_secs(60);
+/// A term more than this above the node's own is refused: a node cut off for a year campaigns some
+/// 30 million times; 2^32 is no term a real group reaches.
+pub const MAX_TERM_JUMP: u64 = 1 << 32;
+/// The largest snapshot a node takes in (the state's own bound, SECURITY.md, with room to spare).
+pub const MAX_SNAPSHOT: u64 = 256 << 20;
+/// Entries a node keeps past its last purge: the leader purges after every 1,000, so a real group keeps
+/// a few thousand; a peer that appends this many without a snapshot is refused.
+pub const MAX_UNPURGED: u64 = 100_000;
+
+const TIME: &str = "raftTime";
+const MAC: &str = "raftMac";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Refused {
+    #[error("a Raft frame from {0}, which is none of controllerDLegerPeers")]
+    Stranger(IpAddr),
+    #[error("a Raft frame without a valid MAC (controllerPeerSecretFile)")]
+    BadMac,
+    #[error("a Raft frame whose time is over {}s away", WINDOW.as_secs())]
+    Stale,
+    #[error("term {asked} cannot follow term {ours}")]
+    Term { asked: u64, ours: u64 },
+    #[error("a snapshot chunk reaching byte {0}, over {MAX_SNAPSHOT}")]
+    Snapshot(u64),
+    #[error("entries up to index {0}, over {MAX_UNPURGED} past the last purge")]
+    Unpurged(u64),
+}
+
+/// This node's fences, built once at start.
+pub struct PeerGate {
+    key: Option<hmac::Key>,
+    addrs: Vec<IpAddr>,
+}
+
+impl PeerGate {
+    /// `secret` is the content of `controllerPeerSecretFile`, if one is set.
+    pub fn new(peers: &[Peer], secret: Option<&[u8]>) -> PeerGate {
+        let mut addrs: Vec<IpAddr> = Vec::new();
+        for peer in peers {
+            match peer.addr.to_socket_addrs() {
+                Ok(resolved) => addrs.extend(resolved.map(|a| a.ip())),
+                Err(e) => tracing::warn!(peer = %peer.id, addr = %peer.addr, error = %e, "controller: a peer's address does not resolve; its Raft frames are refused"),
+            }
+        }
+        addrs.sort();
+        addrs.dedup();
+        PeerGate { key: secret.map(|s| hmac::Key::new(hmac::HMAC_SHA256, s)), addrs }
+    }
+
+    pub fn authenticates(&self) -> bool {
+        self.key.is_some()
+    }
+
+    /// Signs a request to the node whose DLedger id is `to`.
+    pub fn sign_request(&self, to: &str, req: &mut RemotingCommand) {
+        let Some(key) = &self.key else { return };
+        let time = now_millis().to_string();
+        let tag = hmac::sign(key, &request_message(to, req.code, &time, &req.body));
+        let ext = req.ext_fields.get_or_insert_with(Default::default);
+        ext.insert(TIME, &time);
+        ext.insert(MAC, BASE64.encode(tag.as_ref()));
+    }
+
+    /// Checks a Raft request that came from `from` to this node, whose DLedger id is `me`.
+    pub fn check_request(&self, me: &str, from: IpAddr, req: &RemotingCommand) -> Result<(), Refused> {
+        let from = canonical(from);
+        if !self.addrs.iter().any(|a| canonical(*a) == from) {
+            return Err(Refused::Stranger(from));
+        }
+        let Some(key) = &self.key else { return Ok(()) };
+        let (Some(time), Some(mac)) = (req.ext(TIME), req.ext(MAC)) else { return Err(Refused::BadMac) };
+        let tag = BASE64.decode(mac).map_err(|_| Refused::BadMac)?;
+        hmac::verify(key, &request_message(me, req.code, time, &req.body), &tag).map_err(|_| Refused::BadMac)?;
+        let sent: u64 = time.parse().map_err(|_| Refused::BadMac)?;
+        if now_millis().abs_diff(sent) > WINDOW.as_millis() as u64 {
+            return Err(Refused::Stale);
+        }
+        Ok(())
+    }
+
+    /// Signs the reply to a request that carried `request_mac`.
+    pub fn sign_response(&self, request_mac: &str, resp: &mut RemotingCommand) {
+        let Some(key) = &self.key else { return };
+        let tag = hmac::sign(key, &response_message(request_mac, resp.code, &resp.body));
+        resp.ext_fields.get_or_insert_with(Default::default).insert(MAC, BASE64.encode(tag.as_ref()));
+    }
+
+    /// Checks the reply to a request that carried `request_mac` (signed by [`Self::sign_request`]): only
+    /// a node with the secret could write it.
+    pub fn check_response(&self, request_mac: Option<&str>, resp: &RemotingCommand) -> Result<(), Refused> {
+        let Some(key) = &self.key else { return Ok(()) };
+        let (Some(request_mac), Some(mac)) = (request_mac, resp.ext(MAC)) else { return Err(Refused::BadMac) };
+        let tag = BASE64.decode(mac).map_err(|_| Refused::BadMac)?;
+        hmac::verify(key, &response_message(request_mac, resp.code, &resp.body), &tag).map_err(|_| Refused::BadMac)
+    }
+}
+
+/// The MAC of the request a reply answers, to sign the reply with.
+pub fn request_mac(req: &RemotingCommand) -> Option<&str> {
+    req.ext(MAC)
+}
+
+/// A term this node may move to: not past [`MAX_TERM_JUMP`] above its own, and far from overflow.
+pub fn check_term(asked: u64, ours: u64) -> Result<(), Refused> {
+    if asked > ours.saturating_add(MAX_TERM_JUMP) || asked >= u64::MAX / 2 {
+        return Err(Refused::Term { asked, ours });
+    }
+    Ok(())
+}
+
+/// A snapshot chunk of `len` bytes at `offset`.
+pub fn check_chunk(offset: u64, len: usize) -> Result<(), Refused> {
+    let end = offset.saturating_add(len as u64);
+    if end > MAX_SNAPSHOT {
+        return Err(Refused::Snapshot(end));
+    }
+    Ok(())
+}
+
+/// Entries up to `last` when the log was last purged at `purged`.
+pub fn check_unpurged(last: u64, purged: u64) -> Result<(), Refused> {
+    if last > purged.saturating_add(MAX_UNPURGED) {
+        return Err(Refused::Unpurged(last));
+    }
+    Ok(())
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn request_message(to: &str, code: i32, time: &str, body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(64 + body.len());
+    m.extend_from_slice(b"rocketns-raft-request-v1\0");
+    for part in [to.as_bytes(), code.to_string().as_bytes(), time.as_bytes()] {
+        m.extend_from_slice(part);
+        m.push(0);
+    }
+    m.extend_from_slice(body);
+    m
+}
+
+fn response_message(request_mac: &str, code: i32, body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(96 + body.len());
+    m.extend_from_slice(b"rocketns-raft-response-v1\0");
+    for part in [request_mac.as_bytes(), code.to_string().as_bytes()] {
+        m.extend_from_slice(part);
+        m.push(0);
+    }
+    m.extend_from_slice(body);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::ExtFields;
+
+    fn gate(secret: Option<&[u8]>) -> PeerGate {
+        let peers = [Peer { id: "n0".into(), addr: "127.0.0.1:9878".into() }];
+        PeerGate::new(&peers, secret)
+    }
+
+    fn raft_request() -> RemotingCommand {
+        let mut req = RemotingCommand::request(60001, ExtFields::new());
+        req.body = bytes::Bytes::from_static(b"{\"vote\":1}");
+        req
+    }
+
+    #[test]
+    fn a_signed_request_passes_and_any_change_to_it_does_not() {
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let (ours, theirs) = (gate(Some(b"s3cret")), gate(Some(b"other")));
+        let mut req = raft_request();
+        ours.sign_request("n0", &mut req);
+        assert_eq!(ours.check_request("n0", local, &req), Ok(()));
+        assert_eq!(ours.check_request("n1", local, &req), Err(Refused::BadMac), "signed for another node");
+        assert_eq!(theirs.check_request("n0", local, &req), Err(Refused::BadMac), "another secret");
+        let mut changed = req.clone();
+        changed.body = bytes::Bytes::from_static(b"{\"vote\":2}");
+        assert_eq!(ours.check_request("n0", local, &changed), Err(Refused::BadMac));
+        assert_eq!(ours.check_request("n0", "127.0.0.2".parse().unwrap(), &req), Err(Refused::Stranger("127.0.0.2".parse().unwrap())));
+        assert_eq!(ours.check_request("n0", local, &raft_request()), Err(Refused::BadMac), "unsigned");
+        assert_eq!(gate(None).check_request("n0", local, &raft_request()), Ok(()), "address fence only");
+    }
+
+    #[test]
+    fn a_reply_is_bound_to_its_request() {
+        let ours = gate(Some(b"s3cret"));
+        let (mut first, mut second) = (raft_request(), raft_request());
+        ours.sign_request("n0", &mut first);
+        std::thread::sleep(Duration::from_millis(2));
+        ours.sign_request("n0", &mut second);
+        let mut resp = RemotingCommand::response(0, None);
+        ours.sign_response(request_mac(&first).unwrap(), &mut resp);
+        assert_eq!(ours.check_response(request_mac(&first), &resp), Ok(()));
+        assert_eq!(ours.check_response(request_mac(&second), &resp), Err(Refused::BadMac));
+        assert_eq!(ours.check_response(request_mac(&first), &RemotingCommand::response(0, None)), Err(Refused::BadMac));
+    }
+
+    #[test]
+    fn terms_chunks_and_appends_have_bounds() {
+        assert_eq!(check_term(5, 4), Ok(()));
+        assert!(check_term(u64::MAX, 4).is_err());
+        assert!(check_term(4 + MAX_TERM_JUMP + 1, 4).is_err());
+        assert!(check_chunk(1 << 40, 3).is_err());
+        assert_eq!(check_chunk(0, 3), Ok(()));
+        assert!(check_unpurged(MAX_UNPURGED + 11, 10).is_err());
+        assert_eq!(check_unpurged(MAX_UNPURGED + 10, 10), Ok(()));
+    }
+}

@@ -1,0 +1,143 @@
+//! The controller port against whoever reaches it (SECURITY.md, "What `enableControllerInNamesrv`
+//! opens"): Raft frames from a stranger, absurd terms and snapshot offsets, and what each decision costs
+//! in connections. Each test runs a three-node group in the test's process (tests/common/controller.rs).
+//! The frames are written by hand, as an attacker would; their JSON is openraft 0.9's serde form of
+//! AppendEntriesRequest and InstallSnapshotRequest (the refusals' remarks show they were parsed).
+
+mod common;
+
+use std::time::Duration;
+
+use common::controller::{Group, group, group_with};
+use common::{Client, request};
+use rocketns::remoting::RemotingCommand;
+
+const NO_PERMISSION: i32 = 16;
+
+fn raft_frame(code: i32, body: &str) -> RemotingCommand {
+    let mut req = request(code, &[]);
+    req.body = body.to_string().into();
+    req
+}
+
+/// The AppendEntries that, answered, left a fresh group without a leader for good (issue 43).
+fn absurd_append() -> RemotingCommand {
+    raft_frame(
+        60001,
+        r#"{"vote":{"leader_id":{"term":18446744073709551615,"node_id":7},"committed":true},"prev_log_id":null,"entries":[],"leader_commit":null}"#,
+    )
+}
+
+/// A snapshot chunk 1 TiB into a snapshot that was never begun.
+fn far_chunk() -> RemotingCommand {
+    raft_frame(
+        60003,
+        r#"{"vote":{"leader_id":{"term":1000,"node_id":7},"committed":true},"meta":{"last_log_id":null,"last_membership":{"log_id":null,"membership":{"configs":[],"nodes":{}}},"snapshot_id":"evil-1"},"offset":1099511627776,"data":[1,2,3],"done":false}"#,
+    )
+}
+
+/// The group still works: a leader every node names, and a decision that commits.
+async fn still_deciding(g: &Group) {
+    let leader = g.leader().await;
+    let mut c = g.client(leader).await;
+    let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    assert_eq!((next.code, next.ext("nextBrokerId")), (0, Some("1")), "{next:?}");
+}
+
+fn stored_votes(g: &Group) -> Vec<String> {
+    let meta = |i: usize| std::path::Path::new(&g.configs[i].controller_store_path).join("raft-meta.json");
+    (0..3).map(|i| std::fs::read_to_string(meta(i)).unwrap_or_default()).collect()
+}
+
+/// With `controllerPeerSecretFile`, a Raft frame without the group's MAC is refused whoever sends it,
+/// from a peer's own address too, before its body is read; the group goes on electing and deciding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unsigned_raft_frames_are_refused_with_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("peer-secret");
+    std::fs::write(&secret, "a secret the three nodes share\n").unwrap();
+    let g = group_with(|_, config| config.controller_peer_secret_file = secret.display().to_string()).await;
+    let leader = g.leader().await;
+    for i in 0..3 {
+        let mut c = g.client(i).await;
+        for frame in [absurd_append(), far_chunk(), raft_frame(60002, "{}")] {
+            let refused = c.request(frame).await;
+            assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
+            assert!(refused.remark.as_deref().unwrap_or_default().contains("MAC"), "{refused:?}");
+        }
+    }
+    // Longer than an election timeout: had a frame been taken, the nodes would have moved to its term.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(stored_votes(&g).iter().all(|v| !v.contains("18446744073709551615")), "{:?}", stored_votes(&g));
+    still_deciding(&g).await;
+    assert_eq!(g.leader().await, leader, "no election was forced");
+}
+
+/// Without a secret, a Raft frame from an address none of the peers resolves to is refused; from a
+/// peer's address, a term that cannot follow and a snapshot chunk past the bound are refused too. No
+/// node panics, no absurd vote is stored, and the group elects and decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strangers_address_and_absurd_frames_are_refused_without_a_secret() {
+    let g = group().await;
+    g.leader().await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let stream = socket.connect(g.peers[0].parse().unwrap()).await.unwrap();
+    let mut stranger = Client::over(stream);
+    let refused = stranger.request(absurd_append()).await;
+    assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
+    assert!(refused.remark.as_deref().unwrap_or_default().contains("none of controllerDLegerPeers"), "{refused:?}");
+    // Brokers' codes are served to the same connection.
+    assert_eq!(stranger.request(request(1005, &[])).await.code, 0);
+
+    let rss_before = common::proc_status_kb(std::process::id(), "VmRSS");
+    for i in 0..3 {
+        let mut c = g.client(i).await;
+        let refused = c.request(absurd_append()).await;
+        assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
+        assert!(refused.remark.as_deref().unwrap_or_default().contains("cannot follow"), "{refused:?}");
+        for _ in 0..2 {
+            let refused = c.request(far_chunk()).await;
+            assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
+            assert!(refused.remark.as_deref().unwrap_or_default().contains("snapshot chunk"), "{refused:?}");
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let grown_mb = common::proc_status_kb(std::process::id(), "VmRSS").saturating_sub(rss_before) / 1024;
+    assert!(grown_mb < 100, "the test process grew {grown_mb} MB");
+    assert!(stored_votes(&g).iter().all(|v| !v.contains("18446744073709551615")), "{:?}", stored_votes(&g));
+    still_deciding(&g).await;
+}
+
+/// TIME-WAIT sockets from or to `ports` (IPv4 loopback), from /proc/net/tcp.
+fn time_waits(ports: &[u16]) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let port = |field: &str| field.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            f.len() > 3 && f[3] == "06" && [f[1], f[2]].iter().any(|a| port(a).is_some_and(|p| ports.contains(&p)))
+        })
+        .count()
+}
+
+/// Each decision confirms the leadership with a round of heartbeats (openraft makes a new network client
+/// for each): on one connection to each peer, opened once, not one each round (which left two TIME-WAIT
+/// sockets a decision and locked the leader out once the ephemeral ports ran short).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn decisions_open_no_new_connections_to_the_peers() {
+    const DECISIONS: usize = 2000;
+    let g = group().await;
+    let leader = g.leader().await;
+    let ports: Vec<u16> = g.peers.iter().map(|p| p.rsplit(':').next().unwrap().parse().unwrap()).collect();
+    let mut c = g.client(leader).await;
+    let before = time_waits(&ports);
+    for i in 0..DECISIONS {
+        let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+        assert_eq!(next.code, 0, "decision {i}: {next:?}");
+    }
+    let after = time_waits(&ports);
+    assert!(after <= before + 4, "{} new TIME-WAIT sockets after {DECISIONS} decisions", after.saturating_sub(before));
+}
