@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::controller::{Group, group, group_with};
+use common::controller::{Group, group, group_with, heartbeat, join};
 use common::{Client, request};
 use rocketns::remoting::RemotingCommand;
 
@@ -140,4 +140,36 @@ async fn decisions_open_no_new_connections_to_the_peers() {
     }
     let after = time_waits(&ports);
     assert!(after <= before + 4, "{} new TIME-WAIT sockets after {DECISIONS} decisions", after.saturating_sub(before));
+}
+
+/// A heartbeat in a live master's name from another connection, which then closes, deposes nobody: the
+/// identity stays with the connection that first beat for it (as in Java; rocketns had moved it to each
+/// beat's connection, and the close elected another master while the real one ran).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_heartbeat_in_a_masters_name_deposes_nobody() {
+    let g = group().await;
+    let leader = g.leader().await;
+    let mut master = g.client(leader).await;
+    join(&mut master, "127.0.0.1:10911", "1").await;
+    let mut replica = g.client(leader).await;
+    join(&mut replica, "127.0.0.1:10921", "2").await;
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
+    assert_eq!(master.request(request(1002, &fields)).await.code, 0);
+    let mut alter = request(1001, &[("brokerName", "broker-a"), ("masterBrokerId", "1"), ("masterEpoch", "1")]);
+    alter.body = r#"{"syncStateSet":[1,2],"syncStateSetEpoch":1}"#.into();
+    assert_eq!(master.request(alter).await.code, 0);
+
+    let mut impostor = g.client(leader).await;
+    assert_eq!(impostor.request(heartbeat("1", "127.0.0.1:10911")).await.code, 0);
+    drop(impostor);
+    // The close is seen before the real master beats again (it beats every second or two).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Several scans of both kinds (200 ms each here), the real brokers beating meanwhile.
+    for _ in 0..10 {
+        assert_eq!(master.request(heartbeat("1", "127.0.0.1:10911")).await.code, 0);
+        assert_eq!(replica.request(heartbeat("2", "127.0.0.1:10921")).await.code, 0);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let info = master.request(request(1004, &[("brokerName", "broker-a")])).await;
+    assert_eq!((info.ext("masterBrokerId"), info.ext("masterEpoch")), (Some("1"), Some("1")), "{info:?}");
 }

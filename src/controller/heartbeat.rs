@@ -2,8 +2,16 @@
 //! DefaultBrokerHeartbeatManager): each node keeps its own table, since brokers beat to every node. A
 //! broker is alive until its own `heartbeatTimeoutMills` passes without a beat, or its connection closes.
 //!
-//! Bounds: at most [`MAX_BROKERS`] identities, each naming at most [`MAX_IDENTITY`] bytes; a beat beyond
-//! them is refused (anyone can send one, and each is kept until its connection closes).
+//! An identity belongs to the connection that first beat for it, as in Java: a beat for it from another
+//! connection keeps it alive but does not take it, so closing that other connection removes nothing (it
+//! could otherwise depose a live master by beating in its name and hanging up). Unlike Java, when the
+//! owning connection closes while another has beaten for the identity within its timeout (a broker that
+//! reconnected before the old connection was seen to close), the identity moves to that one instead of
+//! going.
+//!
+//! Bounds: at most [`MAX_BROKERS`] identities, at most [`PER_CONNECTION`] owned by one connection, each
+//! naming at most [`MAX_IDENTITY`] bytes, kept at most [`MAX_TIMEOUT`] without a beat whatever the beat
+//! asked; a beat beyond them is refused (anyone can send one).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,8 +20,14 @@ use std::time::{Duration, Instant};
 use super::elect::{BrokerLiveInfo, BrokerLiveness};
 use super::wire::Heartbeat;
 use crate::error::RequestError;
+use crate::limits::throttle::{Clip, client_log};
 
 pub const MAX_BROKERS: usize = 4096;
+/// Identities one connection may own: a Java broker beats for its own alone.
+pub const PER_CONNECTION: usize = 16;
+/// The longest `heartbeatTimeoutMills` taken (brokers send 10 s by default, Java's
+/// controllerHeartBeatTimeoutMills); a longer one is cut to it.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 /// Cluster, broker name and address together.
 pub const MAX_IDENTITY: usize = 1024;
 /// Java's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME, for a beat that gives no timeout.
@@ -23,7 +37,10 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub type BrokerIdentity = (String, String, i64);
 
 struct Live {
+    /// The connection that first beat for it.
     conn: u64,
+    /// The last other connection that beat for it, which takes it when `conn` closes.
+    other: Option<u64>,
     last: Instant,
     timeout: Duration,
     info: BrokerLiveInfo,
@@ -46,8 +63,10 @@ impl HeartbeatTable {
                 "a heartbeat's cluster, broker name and address are over {MAX_IDENTITY} bytes"
             )));
         }
-        let timeout =
-            hb.timeout_millis.and_then(|ms| u64::try_from(ms).ok()).map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        let timeout = hb
+            .timeout_millis
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map_or(DEFAULT_TIMEOUT, |ms| Duration::from_millis(ms).min(MAX_TIMEOUT));
         let info = BrokerLiveInfo {
             broker_id: hb.broker_id,
             epoch: hb.epoch.unwrap_or(-1),
@@ -57,30 +76,33 @@ impl HeartbeatTable {
         let mut table = self.table();
         let key = (hb.cluster.clone(), hb.broker_name.clone(), hb.broker_id);
         let now = Instant::now();
-        let full = table.len() >= MAX_BROKERS;
-        match table.get_mut(&key) {
-            Some(live) => {
-                live.last = now;
-                live.timeout = timeout;
-                live.conn = conn;
-                live.info.election_priority = info.election_priority;
-                let newer = info.epoch > live.info.epoch
-                    || (info.epoch == live.info.epoch && info.max_offset > live.info.max_offset);
-                if newer {
-                    live.info.epoch = info.epoch;
-                    live.info.max_offset = info.max_offset;
-                }
+        if let Some(live) = table.get_mut(&key) {
+            live.last = now;
+            live.timeout = timeout;
+            if live.conn != conn {
+                live.other = Some(conn);
             }
-            None if full => {
-                return Err(RequestError::ControllerInvalidRequest(format!(
-                    "the controller already follows {MAX_BROKERS} brokers"
-                )));
+            live.info.election_priority = info.election_priority;
+            let newer =
+                info.epoch > live.info.epoch || (info.epoch == live.info.epoch && info.max_offset > live.info.max_offset);
+            if newer {
+                live.info.epoch = info.epoch;
+                live.info.max_offset = info.max_offset;
             }
-            None => {
-                tracing::info!(cluster = %key.0, broker = %key.1, id = key.2, "controller: new broker heartbeat");
-                table.insert(key, Live { conn, last: now, timeout, info });
-            }
+            return Ok(());
         }
+        if table.len() >= MAX_BROKERS {
+            return Err(RequestError::ControllerInvalidRequest(format!(
+                "the controller already follows {MAX_BROKERS} brokers"
+            )));
+        }
+        if table.values().filter(|live| live.conn == conn).count() >= PER_CONNECTION {
+            return Err(RequestError::ControllerInvalidRequest(format!(
+                "this connection already beats for {PER_CONNECTION} brokers"
+            )));
+        }
+        client_log!(info, cluster = %Clip(&key.0), broker = %Clip(&key.1), id = key.2, "controller: new broker heartbeat");
+        table.insert(key, Live { conn, other: None, last: now, timeout, info });
         Ok(())
     }
 
@@ -91,7 +113,7 @@ impl HeartbeatTable {
         self.table().retain(|key, live| {
             let alive = now.duration_since(live.last) <= live.timeout;
             if !alive {
-                tracing::warn!(cluster = %key.0, broker = %key.1, id = key.2, "controller: broker heartbeat expired");
+                client_log!(warn, cluster = %Clip(&key.0), broker = %Clip(&key.1), id = key.2, "controller: broker heartbeat expired");
                 gone.push(key.clone());
             }
             alive
@@ -99,15 +121,28 @@ impl HeartbeatTable {
         gone
     }
 
-    /// Removes and returns the brokers that beat on connection `conn`, which closed.
+    /// Connection `conn` closed: removes and returns the brokers it owned that no other connection beats
+    /// for; those another one beats for move to it.
     pub fn connection_closed(&self, conn: u64) -> Vec<BrokerIdentity> {
         let mut gone = Vec::new();
+        let now = Instant::now();
         self.table().retain(|key, live| {
-            let keep = live.conn != conn;
-            if !keep {
-                gone.push(key.clone());
+            if live.other == Some(conn) {
+                live.other = None;
             }
-            keep
+            if live.conn != conn {
+                return true;
+            }
+            match live.other.take() {
+                Some(other) if now.duration_since(live.last) <= live.timeout => {
+                    live.conn = other;
+                    true
+                }
+                _ => {
+                    gone.push(key.clone());
+                    false
+                }
+            }
         });
         gone
     }
@@ -147,19 +182,49 @@ mod tests {
     #[test]
     fn at_most_max_brokers_are_followed_and_a_closed_connection_forgets_its_own() {
         let table = HeartbeatTable::default();
+        let conns = (MAX_BROKERS / PER_CONNECTION) as u64;
         for i in 0..MAX_BROKERS {
-            table.beat(&beat(&format!("b{i}"), 1), (i % 2) as u64).expect("room");
+            table.beat(&beat(&format!("b{i}"), 1), i as u64 % conns).expect("room");
         }
-        assert!(table.beat(&beat("one-more", 1), 0).is_err());
+        assert!(table.beat(&beat("one-more", 1), conns).is_err());
         // A broker already followed still beats.
         table.beat(&beat("b0", 1), 0).expect("known");
         let long = beat(&"x".repeat(MAX_IDENTITY), 1);
-        assert!(table.beat(&long, 0).is_err());
+        assert!(table.beat(&long, conns).is_err());
         let gone = table.connection_closed(1);
-        assert_eq!(gone.len(), MAX_BROKERS / 2);
+        assert_eq!(gone.len(), PER_CONNECTION);
         assert!(!table.is_alive("c", "b1", 1));
         assert!(table.is_alive("c", "b0", 1));
-        table.beat(&beat("one-more", 1), 0).expect("room again");
+        table.beat(&beat("one-more", 1), 1).expect("room again");
+    }
+
+    #[test]
+    fn one_connection_owns_at_most_its_share_and_none_beats_a_day() {
+        let table = HeartbeatTable::default();
+        for i in 0..PER_CONNECTION {
+            table.beat(&beat(&format!("b{i}"), 1), 7).expect("room");
+        }
+        assert!(table.beat(&beat("b-more", 1), 7).is_err(), "over the connection's share");
+        table.beat(&beat("b-more", 1), 8).expect("another connection has room");
+        let mut forever = beat("forever", 1);
+        forever.timeout_millis = Some(86_400_000);
+        table.beat(&forever, 9).unwrap();
+        assert_eq!(table.table().get(&("c".into(), "forever".into(), 1)).map(|l| l.timeout), Some(MAX_TIMEOUT));
+    }
+
+    /// The identity stays with the connection that first beat for it: another that beats in its name and
+    /// closes removes nothing; when the first closes, the other (still beating) takes it.
+    #[test]
+    fn a_beat_in_anothers_name_takes_nothing() {
+        let table = HeartbeatTable::default();
+        table.beat(&beat("b", 1), 1).unwrap();
+        table.beat(&beat("b", 1), 2).unwrap();
+        assert!(table.connection_closed(2).is_empty(), "the impostor's close removes nothing");
+        assert!(table.is_alive("c", "b", 1));
+        table.beat(&beat("b", 1), 3).unwrap();
+        assert!(table.connection_closed(1).is_empty(), "the reconnected broker keeps it");
+        assert!(table.is_alive("c", "b", 1));
+        assert_eq!(table.connection_closed(3), vec![("c".to_string(), "b".to_string(), 1)]);
     }
 
     #[test]
