@@ -173,14 +173,11 @@ impl ControllerNode {
     /// A request only the leader serves: decided against the state with every earlier decision applied,
     /// answered once its events are committed and applied.
     async fn decide(&self, request: &ControllerRequest) -> Result<RemotingCommand, RequestError> {
-        let _one_at_a_time = self.deciding.lock().await;
-        match tokio::time::timeout(WAIT, self.raft.ensure_linearizable()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(RaftError::APIError(_))) => return Err(RequestError::ControllerNotLeader),
-            Ok(Err(e)) => return Err(RequestError::ControllerReplication(e.to_string())),
-            Err(_) => return Err(RequestError::ControllerNotLeader),
+        if let ControllerRequest::GetSyncStateData { broker_names } = request {
+            return self.sync_state_data(broker_names).await;
         }
-        self.caught_up().await?;
+        let _one_at_a_time = self.deciding.lock().await;
+        self.confirm_leadership().await?;
         let decision = self.decision(request);
         if !decision.events.is_empty() {
             match tokio::time::timeout(WAIT, self.raft.client_write(decision.events.clone())).await {
@@ -192,17 +189,43 @@ impl ControllerNode {
                 Err(_) => return Err(RequestError::ControllerReplication("no commit within 5 s".into())),
             }
         }
-        let mut resp = wire::reply(request, &decision);
-        if let ControllerRequest::GetSyncStateData { broker_names } = request {
-            let state = self.machine.applied();
-            let alive = |cluster: &str, name: &str, id: i64| {
-                super::elect::BrokerLiveness::is_alive(&self.heartbeats, cluster, name, id)
-            };
-            resp.body = wire::broker_replicas_info(&state.state, broker_names, &alive).into();
-        }
+        let resp = wire::reply(request, &decision);
         if let ControllerRequest::ElectMaster { .. } = request {
             self.announce(&decision);
         }
+        Ok(resp)
+    }
+
+    /// That this node leads and has applied every decision before now (a read index, then the log applied).
+    async fn confirm_leadership(&self) -> Result<(), RequestError> {
+        match tokio::time::timeout(WAIT, self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(RaftError::APIError(_))) => return Err(RequestError::ControllerNotLeader),
+            Ok(Err(e)) => return Err(RequestError::ControllerReplication(e.to_string())),
+            Err(_) => return Err(RequestError::ControllerNotLeader),
+        }
+        self.caught_up().await
+    }
+
+    /// GET_SYNC_STATE_DATA: the groups asked for are copied out of the state as the leader confirms it,
+    /// and written with no lock held (an admin's list of thousands of names holds up no decision).
+    async fn sync_state_data(&self, broker_names: &[String]) -> Result<RemotingCommand, RequestError> {
+        let groups: Vec<_> = {
+            let _one_at_a_time = self.deciding.lock().await;
+            self.confirm_leadership().await?;
+            let applied = self.machine.applied();
+            broker_names
+                .iter()
+                .filter_map(|name| {
+                    let (replicas, sync) = applied.state.group(name)?;
+                    Some((name.clone(), replicas.clone(), sync.clone()))
+                })
+                .collect()
+        };
+        let alive =
+            |cluster: &str, name: &str, id: i64| super::elect::BrokerLiveness::is_alive(&self.heartbeats, cluster, name, id);
+        let mut resp = RemotingCommand::response(response::SUCCESS, None);
+        resp.body = wire::broker_replicas_info(&groups, &alive).into();
         Ok(resp)
     }
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use super::manager::{Body, Decision};
-use super::replicas::{BrokerReplicaInfo, ReplicasInfo, SyncStateInfo};
+use super::replicas::{BrokerReplicaInfo, SyncStateInfo};
 use crate::error::RequestError;
 use crate::processor::{bool_field, long_field, required};
 use crate::protocol::codes::controller_request as code;
@@ -92,15 +92,7 @@ impl ControllerRequest {
             code::GET_REPLICA_INFO => ControllerRequest::GetReplicaInfo { broker_name: required(req, "brokerName")?.to_string() },
             code::GET_METADATA_INFO => ControllerRequest::GetMetadata,
             crate::protocol::codes::request::BROKER_HEARTBEAT => ControllerRequest::Heartbeat(heartbeat(req)?),
-            code::GET_SYNC_STATE_DATA => {
-                let broker_names: Vec<String> = if req.body.is_empty() {
-                    Vec::new()
-                } else {
-                    lenient::from_fastjson_slice(&req.body)
-                        .map_err(|e| RequestError::InvalidBody(format!("the broker names: {e}")))?
-                };
-                ControllerRequest::GetSyncStateData { broker_names }
-            }
+            code::GET_SYNC_STATE_DATA => ControllerRequest::GetSyncStateData { broker_names: broker_names(&req.body)? },
             code::CLEAN_BROKER_DATA => ControllerRequest::CleanBrokerData {
                 cluster: text(req, "clusterName").unwrap_or_default(),
                 broker_name: required(req, "brokerName")?.to_string(),
@@ -123,6 +115,32 @@ impl ControllerRequest {
         };
         Ok(Some(decoded))
     }
+}
+
+/// GET_SYNC_STATE_DATA's body is read only up to this: 10,000 names (the most groups the state holds) of
+/// a hundred bytes each.
+pub const MAX_NAMES_BODY: usize = 1 << 20;
+
+/// GET_SYNC_STATE_DATA's names, each once, in the order asked; at most [`manager::MAX_GROUPS`].
+fn broker_names(body: &[u8]) -> Result<Vec<String>, RequestError> {
+    if body.is_empty() {
+        return Ok(Vec::new());
+    }
+    if body.len() > MAX_NAMES_BODY {
+        return Err(RequestError::InvalidBody(format!("the broker names: over {MAX_NAMES_BODY} bytes")));
+    }
+    let names: Vec<String> =
+        lenient::from_fastjson_slice(body).map_err(|e| RequestError::InvalidBody(format!("the broker names: {e}")))?;
+    let mut seen = std::collections::HashSet::with_capacity(names.len());
+    let unique: Vec<String> = names.into_iter().filter(|n| seen.insert(n.clone())).collect();
+    if unique.len() > super::manager::MAX_GROUPS {
+        return Err(RequestError::InvalidBody(format!(
+            "{} broker names; the controller holds at most {}",
+            unique.len(),
+            super::manager::MAX_GROUPS
+        )));
+    }
+    Ok(unique)
 }
 
 fn alter_sync_state_set(req: &RemotingCommand) -> Result<ControllerRequest, RequestError> {
@@ -274,19 +292,17 @@ pub fn encode_body(body: &Body) -> Vec<u8> {
 /// CONTROLLER_GET_SYNC_STATE_DATA's body, Java's BrokerReplicasInfo: for each named group known, its
 /// master and its replicas in and out of the SyncStateSet, each with whether it is alive.
 pub fn broker_replicas_info(
-    state: &ReplicasInfo,
-    broker_names: &[String],
+    groups: &[(String, BrokerReplicaInfo, SyncStateInfo)],
     alive: &dyn Fn(&str, &str, i64) -> bool,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"{\"replicasInfoTable\":{");
-    let mut first = true;
-    for name in java_hash_order(broker_names) {
-        let Some((replicas, sync)) = state.group(name) else { continue };
-        if !first {
+    let names: Vec<&str> = groups.iter().map(|(name, _, _)| name.as_str()).collect();
+    for (i, at) in java_hash_order(&names).into_iter().enumerate() {
+        if i > 0 {
             out.push(b',');
         }
-        first = false;
+        let (name, replicas, sync) = &groups[at];
         write_key(&mut out, name);
         write_replicas_info(&mut out, name, replicas, sync, alive);
     }
@@ -352,18 +368,12 @@ fn write_replicas_info(
         out.push(b'}');
 }
 
-/// The names in the order a Java HashMap of them iterates (by bucket, then as put), as fastjson writes
-/// the map; each name once.
-fn java_hash_order(names: &[String]) -> Vec<&str> {
-    let mut unique: Vec<&str> = Vec::new();
-    for name in names {
-        if !unique.contains(&name.as_str()) {
-            unique.push(name);
-        }
-    }
-    let len = unique.len();
-    let mut ordered: Vec<(u32, usize, &str)> =
-        unique.iter().enumerate().map(|(i, n)| (crate::protocol::java_hash::bucket(n, len), i, *n)).collect();
-    ordered.sort();
-    ordered.into_iter().map(|(_, _, n)| n).collect()
+/// Where each of `names` (each once) comes in the order a Java HashMap of them iterates (by bucket, then
+/// as put), as fastjson writes the map.
+fn java_hash_order(names: &[&str]) -> Vec<usize> {
+    let len = names.len();
+    let mut ordered: Vec<(u32, usize)> =
+        names.iter().enumerate().map(|(i, n)| (crate::protocol::java_hash::bucket(n, len), i)).collect();
+    ordered.sort_unstable();
+    ordered.into_iter().map(|(_, i)| i).collect()
 }
