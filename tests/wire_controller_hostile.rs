@@ -212,3 +212,32 @@ async fn hundreds_of_thousands_of_names_cost_nothing() {
     assert_eq!(data["replicasInfoTable"].as_object().map(|t| t.len()), Some(1), "{data}");
     still_deciding_after(&g, "2").await;
 }
+
+/// A node whose log is damaged before its last record, or whose peer list was edited so that its nodes
+/// would be numbered otherwise, refuses to start and says why (cutting the log there would drop
+/// acknowledged decisions; renumbered nodes could vote as one id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_damaged_log_or_an_edited_peer_list_refuses_to_start() {
+    let mut g = group().await;
+    let leader = g.leader().await;
+    let mut c = g.client(leader).await;
+    join(&mut c, "127.0.0.1:10911", "1").await;
+    drop(c);
+    for node in &mut g.nodes {
+        node.take().unwrap().shutdown().await;
+    }
+    let mut edited = g.configs[0].clone();
+    edited.controller_dleger_peers = edited.controller_dleger_peers.split(';').take(2).collect::<Vec<_>>().join(";");
+    let refused = rocketns::NameServer::bind(edited, None).await.err().expect("an edited peer list refused");
+    assert!(refused.to_string().contains("raft-peers.json"), "{refused}");
+
+    let log = std::path::Path::new(&g.configs[0].controller_store_path).join("raft-log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let first = 8 + u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+    assert!(bytes.len() > first, "more than one record");
+    bytes[first / 2] ^= 0x40;
+    std::fs::write(&log, &bytes).unwrap();
+    let refused = rocketns::NameServer::bind(g.configs[0].clone(), None).await.err().expect("a damaged log refused");
+    assert!(refused.to_string().contains("byte 0 is damaged"), "{refused}");
+    assert_eq!(std::fs::read(&log).unwrap(), bytes, "the log left as it was");
+}

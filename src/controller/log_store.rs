@@ -1,7 +1,8 @@
 //! The controller's Raft log on disk (`controllerStorePath`): entries appended to `raft-log` and synced
 //! before openraft is told they are written, the vote and the purge point in `raft-meta.json` (replaced
 //! atomically). Each record is its length, its CRC32 and the entry's JSON; a record cut short or garbled
-//! by a crash ends the log when it is read back (it was never reported written). Truncating and purging
+//! by a crash at the end is cut when the log is read back (it was never reported written), and damage
+//! anywhere before the last record refuses to start (`read_records`). Truncating and purging
 //! rewrite the file atomically: the log stays short, because snapshots let it be purged.
 
 use std::collections::BTreeMap;
@@ -62,7 +63,17 @@ impl LogStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
-        let (mut entries, whole) = read_records(&bytes);
+        let (mut entries, whole) = read_records(&bytes).map_err(|offset| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{}: the record at byte {offset} is damaged and whole records follow it; the log is left as it is \
+                     (cutting it there would lose decisions that were acknowledged). Restore the file, or remove \
+                     this node's controller store so that it catches up from the others",
+                    path.display()
+                ),
+            )
+        })?;
         let purged = meta.last_purged.map(|id| id.index);
         entries.retain(|index, _| purged.is_none_or(|p| *index > p));
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
@@ -92,22 +103,36 @@ pub fn write_log(dir: &Path, entries: &[Entry]) -> std::io::Result<()> {
     std::fs::write(dir.join(LOG_FILE), bytes)
 }
 
-/// The whole records at the start of `bytes`, and where they end.
-fn read_records(bytes: &[u8]) -> (BTreeMap<u64, Entry>, usize) {
+/// The whole records at the start of `bytes`, and where they end. A record cut short, or a bad one (its
+/// CRC or its entry) with no whole record after it, is a torn write that was never reported written: the
+/// log ends before it. A bad record followed by a whole one is damage in the middle, which cutting would
+/// turn into acknowledged decisions lost: an error naming its offset, for an operator to decide.
+fn read_records(bytes: &[u8]) -> Result<(BTreeMap<u64, Entry>, usize), usize> {
     let mut entries = BTreeMap::new();
     let mut at = 0;
-    while let Some(header) = bytes.get(at..at + 8) {
-        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let crc = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-        let Some(body) = bytes.get(at + 8..at + 8 + len) else { break };
-        if crc32fast::hash(body) != crc {
+    while at < bytes.len() {
+        let Some(body) = good_record(bytes, at) else {
+            if (at + 1..bytes.len()).any(|next| good_record(bytes, next).is_some()) {
+                return Err(at);
+            }
             break;
-        }
-        let Ok(entry) = serde_json::from_slice::<Entry>(body) else { break };
+        };
+        // Its CRC holds, so these are the bytes written: an entry that does not read is no torn write.
+        let entry = serde_json::from_slice::<Entry>(body).map_err(|_| at)?;
         entries.insert(entry.log_id.index, entry);
-        at += 8 + len;
+        at += 8 + body.len();
     }
-    (entries, at)
+    Ok((entries, at))
+}
+
+/// The body of the record at `at`, if all of it is there, it is not empty (zeros a crash left hold
+/// none) and its CRC holds.
+fn good_record(bytes: &[u8], at: usize) -> Option<&[u8]> {
+    let header = bytes.get(at..at.checked_add(8)?)?;
+    let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let crc = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+    let body = bytes.get(at + 8..(at + 8).checked_add(len)?)?;
+    (len > 0 && crc32fast::hash(body) == crc).then_some(body)
 }
 
 fn record(entry: &Entry, out: &mut Vec<u8>) -> std::io::Result<()> {

@@ -19,6 +19,7 @@ pub mod listener;
 pub mod log_store;
 pub mod machine;
 pub mod manager;
+pub mod membership;
 pub mod network;
 pub mod node;
 pub mod notify;
@@ -51,6 +52,8 @@ pub enum ControllerError {
     Listen { addr: String, source: std::io::Error },
     #[error("the controller's store {path}: {source}")]
     Store { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Membership(#[from] membership::MembershipError),
     #[error("the controller's {task} ended: {reason}")]
     Ended { task: &'static str, reason: String },
     /// Asked to stop, it did.
@@ -63,20 +66,26 @@ pub struct Controller {
     settings: ControllerSettings,
     switches: switches::Switches,
     listener: std::net::TcpListener,
+    /// The log and the state as the last run left them, read at bind: a damaged store refuses to start.
+    store: node::Store,
 }
 
 impl Controller {
-    /// Reads the settings and binds the port of this node's peer address on `bindAddress`.
+    /// Reads the settings and the store (the peers it was made with, the log, the last snapshot) and binds
+    /// the port of this node's peer address on `bindAddress`.
     pub fn bind(config: &NamesrvConfig) -> Result<Controller, ControllerError> {
         let settings = ControllerSettings::from_config(config)?;
         let switches = switches::Switches::load(config, &settings.store_path)?;
+        membership::check(&settings.store_path, &settings.peers)?;
+        let store = node::Store::open(&settings.store_path)
+            .map_err(|source| ControllerError::Store { path: settings.store_path.display().to_string(), source })?;
         let addr = settings.me().addr.clone();
         let port = addr.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
         let bind = format!("{}:{port}", config.bind_address);
         let listener = std::net::TcpListener::bind(&bind)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|source| ControllerError::Listen { addr: bind, source })?;
-        Ok(Controller { settings, switches, listener })
+        Ok(Controller { settings, switches, listener, store })
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -93,7 +102,7 @@ impl Controller {
             Err(source) => return ControllerError::Listen { addr: self.settings.me().addr.clone(), source },
         };
         let (changes, notices) = tokio::sync::mpsc::channel(notify::QUEUE);
-        let node = match node::ControllerNode::start(self.settings, self.switches, changes).await {
+        let node = match node::ControllerNode::start(self.settings, self.switches, self.store, changes).await {
             Ok(node) => node,
             Err(source) => return ControllerError::Store { path: store, source },
         };

@@ -29,6 +29,19 @@ use crate::remoting::{ExtFields, RemotingCommand};
 /// Java waits this long for a decision's log append (ControllerRequestProcessor's WAIT_TIMEOUT_OUT).
 const WAIT: Duration = Duration::from_secs(5);
 
+/// The log and the state machine as read from `controllerStorePath`.
+pub struct Store {
+    log: LogStore,
+    machine: StateMachine,
+}
+
+impl Store {
+    pub fn open(dir: &std::path::Path) -> std::io::Result<Store> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Store { log: LogStore::open(dir)?, machine: StateMachine::open(dir)? })
+    }
+}
+
 pub struct ControllerNode {
     pub(super) settings: ControllerSettings,
     pub(super) switches: Switches,
@@ -68,11 +81,10 @@ impl ControllerNode {
     pub async fn start(
         settings: ControllerSettings,
         switches: Switches,
+        store: Store,
         role_changes: mpsc::Sender<RoleChange>,
     ) -> std::io::Result<Arc<ControllerNode>> {
-        std::fs::create_dir_all(&settings.store_path)?;
-        let log = LogStore::open(&settings.store_path)?;
-        let machine = StateMachine::open(&settings.store_path)?;
+        let Store { log, machine } = store;
         let gate = Arc::new(PeerGate::new(&settings.peers, settings.peer_secret.as_deref()));
         if !gate.authenticates() && settings.peers.len() > 1 {
             tracing::warn!("controller: no controllerPeerSecretFile: Raft frames are taken from the peers' addresses unsigned (SECURITY.md)");

@@ -104,3 +104,50 @@ async fn the_state_machine_restarts_from_its_snapshot() {
     let current = restarted.get_current_snapshot().await.expect("read").expect("a snapshot");
     assert_eq!(current.meta.last_log_id, Some(log_id(1, 3)));
 }
+
+fn two_records(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>, usize) {
+    let path = dir.join("raft-log");
+    let whole = std::fs::read(&path).expect("log file");
+    let first = 8 + u32::from_be_bytes([whole[0], whole[1], whole[2], whole[3]]) as usize;
+    (path, whole, first)
+}
+
+/// Damage before the last record (a byte flipped in the first of three) is no torn write: the node
+/// refuses to open the log, naming the file and the record's offset, and leaves the file as it was.
+#[tokio::test]
+async fn damage_before_the_last_record_refuses_to_open() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut log = LogStore::open(dir.path()).expect("open");
+    append(&mut log, vec![entry(1, 1), entry(1, 2), entry(1, 3)]).await;
+    drop(log);
+    let (path, mut bytes, first) = two_records(dir.path());
+    bytes[first + 20] ^= 0x40;
+    std::fs::write(&path, &bytes).expect("damage the second record");
+    let refused = LogStore::open(dir.path()).err().expect("refused");
+    let message = refused.to_string();
+    assert!(message.contains("raft-log") && message.contains(&format!("byte {first}")), "{message}");
+    assert_eq!(std::fs::read(&path).expect("log file"), bytes, "left as it was");
+}
+
+/// A crash can leave the last record garbled at its full length, or zeros after the last whole record:
+/// neither was reported written, and both are cut.
+#[tokio::test]
+async fn a_garbled_last_record_or_zeros_after_the_log_are_cut() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut log = LogStore::open(dir.path()).expect("open");
+    append(&mut log, vec![entry(1, 1), entry(1, 2)]).await;
+    drop(log);
+    let (path, mut bytes, first) = two_records(dir.path());
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&path, &bytes).expect("garble the last record");
+    let mut log = LogStore::open(dir.path()).expect("reopen");
+    assert_eq!(indexes(&mut log).await, [1]);
+    drop(log);
+    assert_eq!(std::fs::read(&path).expect("log file").len(), first, "cut after the first");
+    let mut zeros = std::fs::read(&path).expect("log file");
+    zeros.extend_from_slice(&[0; 4096]);
+    std::fs::write(&path, &zeros).expect("zeros after the log");
+    let mut log = LogStore::open(dir.path()).expect("reopen");
+    assert_eq!(indexes(&mut log).await, [1]);
+}
