@@ -241,3 +241,56 @@ async fn a_damaged_log_or_an_edited_peer_list_refuses_to_start() {
     assert!(refused.to_string().contains("byte 0 is damaged"), "{refused}");
     assert_eq!(std::fs::read(&log).unwrap(), bytes, "the log left as it was");
 }
+
+/// A leader cut off from both other nodes stops saying it leads within the election timeout (openraft
+/// 0.9's leaders go on leading; DLedger's step down), names no leader, and answers CONTROLLER_NOT_LEADER
+/// at once rather than after the 5 s a decision waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_cut_off_says_so_at_once() {
+    let mut g = group().await;
+    let leader = g.leader().await;
+    for i in 0..3 {
+        if i != leader {
+            g.nodes[i].take().unwrap().shutdown().await;
+        }
+    }
+    let cut_off = std::time::Instant::now();
+    let mut c = g.client(leader).await;
+    loop {
+        let meta = c.request(request(1005, &[])).await;
+        if meta.ext("isLeader") == Some("false") {
+            assert_eq!(meta.ext("controllerLeaderAddress"), None, "{meta:?}");
+            break;
+        }
+        assert!(
+            cut_off.elapsed() < Duration::from_secs(3),
+            "still leading {:?} after its peers stopped",
+            cut_off.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let asked = std::time::Instant::now();
+    let refused = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    assert_eq!(refused.code, common::controller::NOT_LEADER, "{refused:?}");
+    assert!(asked.elapsed() < Duration::from_millis(500), "answered after {:?}", asked.elapsed());
+}
+
+/// Each node's controller runs on threads of its own at the normal priority (`rocketns-controller`,
+/// 15 bytes in /proc), not on the SCHED_IDLE work lane, where restart storms and hostile connections
+/// could hold up its heartbeats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_controller_runs_on_threads_of_its_own() {
+    let g = group().await;
+    let leader = g.leader().await;
+    let mut c = g.client(leader).await;
+    for _ in 0..300 {
+        assert_eq!(c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await.code, 0);
+    }
+    let stats = common::thread_stats("rocketns-contro");
+    let policies = common::thread_policies("rocketns-contro");
+    assert!(policies.len() >= 2 * 3, "two worker threads a node: {policies:?}");
+    assert!(policies.iter().all(|p| *p == 0), "all SCHED_OTHER: {policies:?}");
+    // The decisions' work was theirs (utime and stime, in clock ticks).
+    let ticks: u64 = stats.iter().map(|f| f[14 - 3] + f[15 - 3]).sum();
+    assert!(ticks > 0, "the controller's threads did no work");
+}

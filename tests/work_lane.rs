@@ -16,43 +16,14 @@ use rocketns::lane::WorkLane;
 const SCHED_OTHER: u32 = 0;
 const SCHED_IDLE: u32 = 5;
 
-/// Fields of /proc's stat of each of this process's threads named `name`, from field 3 on.
-fn thread_stats(name: &str) -> Vec<Vec<u64>> {
-    let mut stats = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // The fields after the command's closing parenthesis start at field 3.
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        stats.push(after.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect());
-    }
-    stats
-}
-
 /// The CPU time, in clock ticks, that this process's threads named `name` have used (stat's utime and stime).
 fn cpu_ticks(name: &str) -> u64 {
     thread_stats(name).iter().map(|f| f[14 - 3] + f[15 - 3]).sum()
 }
 
-/// The scheduling policy of each of this process's threads named `rocketns-lane` (/proc's stat, field 41).
+/// The scheduling policy of each of this process's threads named `rocketns-lane`.
 fn lane_policies() -> Vec<u32> {
-    let mut policies = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != "rocketns-lane" {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // The fields after the command's closing parenthesis start at field 3.
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        if let Some(policy) = after.split_whitespace().nth(41 - 3).and_then(|f| f.parse().ok()) {
-            policies.push(policy);
-        }
-    }
-    policies
+    thread_policies("rocketns-lane")
 }
 
 #[test]

@@ -210,7 +210,7 @@ namesrv_config! {
     notify_broker_role_changed: bool = true => "notifyBrokerRoleChanged",
     /// How often the leader looks for groups whose master is gone, in milliseconds.
     scan_inactive_master_interval: u64 = 5000 => "scanInactiveMasterInterval",
-    /// Java's controller thread pool and queue; requests are served on the work runtime here.
+    /// Java's controller thread pool and queue; requests are served on the controller's own runtime here.
     controller_thread_pool_nums: i32 = 16 => "controllerThreadPoolNums",
     controller_request_thread_pool_queue_capacity: i32 = 50000 => "controllerRequestThreadPoolQueueCapacity",
     /// DLedger's mapped file size; the openraft log has no mapped files.

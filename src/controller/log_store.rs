@@ -87,9 +87,23 @@ impl LogStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, Log> {
-        // A panic while it was held left it as the last completed operation made it.
-        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.log)
     }
+
+    /// Runs `io` (writes and fsyncs) on a blocking thread, not on a worker of the controller's runtime,
+    /// where it would hold up Raft's heartbeats and the brokers' requests.
+    async fn blocking(&self, io: impl FnOnce(&mut Log) -> std::io::Result<()> + Send + 'static) -> std::io::Result<()> {
+        let log = self.log.clone();
+        match tokio::task::spawn_blocking(move || io(&mut lock(&log))).await {
+            Ok(done) => done,
+            Err(e) => Err(std::io::Error::other(format!("the log's I/O thread failed: {e}"))),
+        }
+    }
+}
+
+fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
+    // A panic while it was held left it as the last completed operation made it.
+    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Writes `entries` as the whole log of `dir`, for benches that start from a log of a given length.
@@ -204,11 +218,15 @@ impl RaftLogStorage<ControllerRaft> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut log = self.lock();
-        let meta = Meta { vote: Some(*vote), ..log.meta.clone() };
-        log.write_meta(&meta).map_err(|e| StorageIOError::write_vote(&e))?;
-        log.meta = meta;
-        Ok(())
+        let vote = *vote;
+        self.blocking(move |log| {
+            let meta = Meta { vote: Some(vote), ..log.meta.clone() };
+            log.write_meta(&meta)?;
+            log.meta = meta;
+            Ok(())
+        })
+        .await
+        .map_err(|e| StorageIOError::write_vote(&e).into())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
@@ -220,8 +238,8 @@ impl RaftLogStorage<ControllerRaft> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let appended = self.lock().append(entries.into_iter().collect());
-        match appended {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        match self.blocking(move |log| log.append(entries)).await {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
                 Ok(())
@@ -235,21 +253,25 @@ impl RaftLogStorage<ControllerRaft> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut log = self.lock();
-        let kept = log.entries.range(..log_id.index).map(|(i, e)| (*i, e.clone())).collect();
-        log.rewrite(kept).map_err(|e| StorageIOError::write_logs(&e))?;
-        Ok(())
+        self.blocking(move |log| {
+            let kept = log.entries.range(..log_id.index).map(|(i, e)| (*i, e.clone())).collect();
+            log.rewrite(kept)
+        })
+        .await
+        .map_err(|e| StorageIOError::write_logs(&e).into())
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut log = self.lock();
-        // The purge point first: entries at or below it are dropped when read back, whether or not the
-        // rewrite below got to run.
-        let meta = Meta { last_purged: Some(log_id), ..log.meta.clone() };
-        log.write_meta(&meta).map_err(|e| StorageIOError::write_logs(&e))?;
-        log.meta = meta;
-        let kept = log.entries.range(log_id.index + 1..).map(|(i, e)| (*i, e.clone())).collect();
-        log.rewrite(kept).map_err(|e| StorageIOError::write_logs(&e))?;
-        Ok(())
+        self.blocking(move |log| {
+            // The purge point first: entries at or below it are dropped when read back, whether or not the
+            // rewrite below got to run.
+            let meta = Meta { last_purged: Some(log_id), ..log.meta.clone() };
+            log.write_meta(&meta)?;
+            log.meta = meta;
+            let kept = log.entries.range(log_id.index + 1..).map(|(i, e)| (*i, e.clone())).collect();
+            log.rewrite(kept)
+        })
+        .await
+        .map_err(|e| StorageIOError::write_logs(&e).into())
     }
 }

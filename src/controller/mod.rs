@@ -54,6 +54,8 @@ pub enum ControllerError {
     Store { path: String, source: std::io::Error },
     #[error(transparent)]
     Membership(#[from] membership::MembershipError),
+    #[error("the controller's runtime cannot start: {0}")]
+    Runtime(std::io::Error),
     #[error("the controller's {task} ended: {reason}")]
     Ended { task: &'static str, reason: String },
     /// Asked to stop, it did.
@@ -68,6 +70,30 @@ pub struct Controller {
     listener: std::net::TcpListener,
     /// The log and the state as the last run left them, read at bind: a damaged store refuses to start.
     store: node::Store,
+    runtime: OwnRuntime,
+}
+
+/// The controller's own runtime, beside the NameServer's: two worker threads (`rocketns-controller`) at
+/// normal priority, and its log's fsyncs on that runtime's blocking threads. On the NameServer's SCHED_IDLE
+/// work lane, which also carries restart storms and hostile connections, its heartbeats could wait behind
+/// them and lose it the leadership. Dropped, it stops without waiting for its threads.
+#[derive(Default)]
+pub struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    pub fn new() -> std::io::Result<OwnRuntime> {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("rocketns-controller").enable_all().build()?;
+        Ok(OwnRuntime(Some(runtime)))
+    }
+}
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Controller {
@@ -85,11 +111,26 @@ impl Controller {
         let listener = std::net::TcpListener::bind(&bind)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|source| ControllerError::Listen { addr: bind, source })?;
-        Ok(Controller { settings, switches, listener, store })
+        let runtime = OwnRuntime::new().map_err(ControllerError::Runtime)?;
+        Ok(Controller { settings, switches, listener, store, runtime })
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// Starts [`Self::run`] on the controller's own runtime; the runtime goes when the returned one is
+    /// dropped (after the task has ended, or to end it).
+    pub fn start(
+        mut self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> (tokio::task::JoinHandle<ControllerError>, OwnRuntime) {
+        let runtime = std::mem::take(&mut self.runtime);
+        let task = match &runtime.0 {
+            Some(own) => own.spawn(self.run(stop)),
+            None => tokio::spawn(self.run(stop)),
+        };
+        (task, runtime)
     }
 
     /// Runs the node until `stop` completes (then [`ControllerError::Stopped`]) or one of its tasks ends,

@@ -28,6 +28,9 @@ use crate::remoting::{ExtFields, RemotingCommand};
 
 /// Java waits this long for a decision's log append (ControllerRequestProcessor's WAIT_TIMEOUT_OUT).
 const WAIT: Duration = Duration::from_secs(5);
+/// How recently a majority must have answered a leader for it to say it leads: the shortest election
+/// timeout, after which the others may have elected another.
+const QUORUM_LEASE: Duration = Duration::from_millis(1000);
 
 /// The log and the state machine as read from `controllerStorePath`.
 pub struct Store {
@@ -113,8 +116,23 @@ impl ControllerNode {
         Ok(Arc::new(node))
     }
 
+    /// Whether this node leads and a majority has answered it within [`QUORUM_LEASE`]: openraft 0.9 keeps
+    /// a leader cut off from the others leading (DLedger's steps down), and brokers that asked it first
+    /// would go on sending there.
     pub fn is_leader(&self) -> bool {
-        self.raft.metrics().borrow().current_leader == Some(self.settings.self_id)
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.current_leader == Some(self.settings.self_id)
+            && m.millis_since_quorum_ack.is_some_and(|ms| ms < QUORUM_LEASE.as_millis() as u64)
+    }
+
+    /// The leader this node knows of: itself only while [`Self::is_leader`].
+    fn leader(&self) -> Option<&super::settings::Peer> {
+        let leader = self.raft.metrics().borrow().current_leader?;
+        if leader == self.settings.self_id && !self.is_leader() {
+            return None;
+        }
+        self.settings.peer(leader)
     }
 
     /// Answers a broker's or an admin's request on connection `conn`; `None` for a code it does not serve.
@@ -150,7 +168,7 @@ impl ControllerNode {
     /// Java's GetMetaDataResponseHeader: the group, the leader's id and address, whether this node leads,
     /// and every peer as `id:addr;`.
     fn metadata(&self) -> RemotingCommand {
-        let leader = self.raft.metrics().borrow().current_leader.and_then(|id| self.settings.peer(id));
+        let leader = self.leader();
         let mut ext = ExtFields::new();
         if !self.settings.group.is_empty() {
             ext.insert("group", &self.settings.group);
@@ -188,6 +206,9 @@ impl ControllerNode {
         if let ControllerRequest::GetSyncStateData { broker_names } = request {
             return self.sync_state_data(broker_names).await;
         }
+        if !self.is_leader() {
+            return Err(RequestError::ControllerNotLeader);
+        }
         let _one_at_a_time = self.deciding.lock().await;
         self.confirm_leadership().await?;
         let decision = self.decision(request);
@@ -210,6 +231,9 @@ impl ControllerNode {
 
     /// That this node leads and has applied every decision before now (a read index, then the log applied).
     async fn confirm_leadership(&self) -> Result<(), RequestError> {
+        if !self.is_leader() {
+            return Err(RequestError::ControllerNotLeader);
+        }
         match tokio::time::timeout(WAIT, self.raft.ensure_linearizable()).await {
             Ok(Ok(_)) => {}
             Ok(Err(RaftError::APIError(_))) => return Err(RequestError::ControllerNotLeader),

@@ -1,5 +1,5 @@
 //! The background tasks the server depends on (the route writer, the expiry scan, the route saver, the
-//! operator's port, the 905 notifier, the controller): started together, watched while the server serves, and reported with
+//! operator's port, the 905 notifier, the controller on its own runtime): started together, watched while the server serves, and reported with
 //! their panic when one ends, which stops the server (see `NameServer::run` for why none is restarted).
 
 use std::future::Future;
@@ -25,6 +25,8 @@ pub(super) struct Supervised {
     controller: Option<JoinHandle<crate::controller::ControllerError>>,
     /// Tells the controller to stop (it leaves the group and closes its port).
     stop_controller: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The controller's own runtime, which its task runs on.
+    controller_runtime: Option<crate::controller::OwnRuntime>,
 }
 
 impl Supervised {
@@ -43,6 +45,15 @@ impl Supervised {
         // lookup's core for milliseconds at a time.
         let background = state.lane.clone().unwrap_or_else(tokio::runtime::Handle::current);
         let (stop_controller, controller_stop) = tokio::sync::oneshot::channel();
+        // On a runtime of its own, neither the lookups' nor the work lane's (see `OwnRuntime`).
+        let (controller, controller_runtime) = match controller.map(|c| {
+            c.start(async {
+                let _ = controller_stop.await;
+            })
+        }) {
+            Some((task, runtime)) => (Some(task), Some(runtime)),
+            None => (None, None),
+        };
         let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
             let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
             writer.send_min_broker_id_changes(sink);
@@ -59,13 +70,9 @@ impl Supervised {
             )),
             http: metrics_listener.map(|l| tokio::spawn(crate::ops::http::serve(l, state.clone()))),
             notifier,
-            // Its fsyncs and decisions on the work lane too, away from the lookups.
-            controller: controller.map(|c| {
-                background.spawn(c.run(async {
-                    let _ = controller_stop.await;
-                }))
-            }),
+            controller,
             stop_controller: Some(stop_controller),
+            controller_runtime,
         }
     }
 
@@ -114,6 +121,8 @@ impl Supervised {
                 Err(e) => tracing::error!(error = %e, "the controller's task failed at shutdown"),
             }
         }
+        // Its task has ended: its threads may go.
+        self.controller_runtime.take();
     }
 
     pub(super) fn abort(&self) {
@@ -175,6 +184,7 @@ mod tests {
             notifier: None,
             controller: None,
             stop_controller: None,
+            controller_runtime: None,
         };
         match tasks.ended().await {
             ServeError::TaskEnded { task, reason } => {
@@ -195,6 +205,7 @@ mod tests {
             notifier: None,
             controller: None,
             stop_controller: None,
+            controller_runtime: None,
         };
         let failure = tasks.ended().await;
         assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
@@ -212,6 +223,7 @@ mod tests {
             notifier: None,
             controller: None,
             stop_controller: None,
+            controller_runtime: None,
         };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
@@ -230,6 +242,7 @@ mod tests {
             notifier: None,
             controller: Some(tokio::spawn(async move { failed })),
             stop_controller: None,
+            controller_runtime: None,
         };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(failure.to_string(), "the controller stopped: the controller's port ended: accept failed");

@@ -465,3 +465,25 @@ pub fn decode_frame(bytes: &[u8]) -> RemotingCommand {
     let frame = FrameDecoder::default().decode(&mut b).expect("valid frame").expect("whole frame");
     decode_command(frame).expect("valid header")
 }
+
+/// Fields of /proc's stat of each of this process's threads named `name` (as /proc's comm gives it, its
+/// first 15 bytes), from field 3 on.
+pub fn thread_stats(name: &str) -> Vec<Vec<u64>> {
+    let mut stats = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis start at field 3.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        stats.push(after.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect());
+    }
+    stats
+}
+
+/// The scheduling policy (/proc's stat, field 41) of each of this process's threads named `name`.
+pub fn thread_policies(name: &str) -> Vec<u32> {
+    thread_stats(name).iter().filter_map(|f| f.get(41 - 3).map(|p| *p as u32)).collect()
+}
