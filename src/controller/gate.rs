@@ -73,6 +73,12 @@ impl PeerGate {
         PeerGate { key: secret.map(|s| hmac::Key::new(hmac::HMAC_SHA256, s)), addrs }
     }
 
+    /// Whether `ip` is one of the peers' addresses.
+    pub fn is_peer_address(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        self.addrs.iter().any(|a| canonical(*a) == ip)
+    }
+
     pub fn authenticates(&self) -> bool {
         self.key.is_some()
     }
@@ -89,9 +95,8 @@ impl PeerGate {
 
     /// Checks a Raft request that came from `from` to this node, whose DLedger id is `me`.
     pub fn check_request(&self, me: &str, from: IpAddr, req: &RemotingCommand) -> Result<(), Refused> {
-        let from = canonical(from);
-        if !self.addrs.iter().any(|a| canonical(*a) == from) {
-            return Err(Refused::Stranger(from));
+        if !self.is_peer_address(from) {
+            return Err(Refused::Stranger(canonical(from)));
         }
         let Some(key) = &self.key else { return Ok(()) };
         let (Some(time), Some(mac)) = (req.ext(TIME), req.ext(MAC)) else { return Err(Refused::BadMac) };

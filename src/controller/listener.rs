@@ -1,12 +1,15 @@
 //! The controller's port (this node's `controllerDLegerPeers` address, where Java's controller listens):
 //! brokers', admins' and the other nodes' requests, one at a time on each connection.
 //!
-//! Bounds, for every connection whoever opens it: at most [`MAX_CONNECTIONS`] at once (more are closed
-//! when accepted); frames of at most [`MAX_FRAME`]; a frame over [`SMALL`] is read only with room in a
-//! pool of [`LARGE_FRAMES`] bytes shared by all connections, and must then arrive within
-//! [`FRAME_TIMEOUT`]; a connection silent for [`IDLE`] is closed (brokers beat every second or two, the
-//! leader every 300 ms).
+//! Bounds, for every connection whoever opens it: the connections `admission` takes; frames of at most
+//! [`MAX_FRAME`]; a frame over [`SMALL`] is read only with room for it in the frame pool (the NameServer's
+//! `largeFrameBufferBytes` pool, shared with its own port, or one of that size with
+//! `--controller-only`), and must then arrive within [`FRAME_TIMEOUT`]; a connection that starts no frame
+//! within [`FIRST_FRAME`] of its accept, or none for [`IDLE`] after one, is closed (brokers beat every
+//! second or two, the nodes every 300 ms), and so is one that does not take a reply within
+//! [`WRITE_TIMEOUT`].
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -14,25 +17,24 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_util::codec::Decoder;
 
 use super::node::ControllerNode;
+use crate::limits::budget::Pool;
 use crate::limits::throttle::client_log;
 use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
 
-pub const MAX_CONNECTIONS: usize = 1024;
 pub const MAX_FRAME: usize = 8 << 20;
 pub const SMALL: usize = 64 << 10;
-pub const LARGE_FRAMES: usize = 32 << 20;
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(20);
+pub const FIRST_FRAME: Duration = Duration::from_secs(10);
 pub const IDLE: Duration = Duration::from_secs(120);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Accepts until the listener fails (which ends the controller, and so the server); dropped, it closes
 /// every connection it accepted.
-pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>) -> std::io::Result<()> {
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let large = Arc::new(Semaphore::new(LARGE_FRAMES));
+pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, frames: Pool) -> std::io::Result<()> {
+    let admission = node.admission.clone();
     let next_id = AtomicU64::new(1);
     let mut served = tokio::task::JoinSet::new();
     loop {
@@ -41,42 +43,47 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>) -> std::io:
             Ok(accepted) => accepted,
             // Out of descriptors and the like: the next accept may work.
             Err(e) if e.kind() != std::io::ErrorKind::InvalidInput => {
-                tracing::warn!(error = %e, "controller: accept failed");
+                client_log!(warn, error = %e, "controller: accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
             Err(e) => return Err(e),
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "controller: {MAX_CONNECTIONS} connections already; closing a new one");
-            continue;
+        let admitted = match admission.admit(peer.ip(), node.gate.is_peer_address(peer.ip())) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                node.refused_connections.fetch_add(1, Ordering::Relaxed);
+                client_log!(warn, %peer, "controller: a connection refused: {refusal}");
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
-        let (node, large, conn) = (node.clone(), large.clone(), next_id.fetch_add(1, Ordering::Relaxed));
+        let (node, frames, conn) = (node.clone(), frames.clone(), next_id.fetch_add(1, Ordering::Relaxed));
         served.spawn(async move {
-            if let Err(e) = connection(stream, peer.ip(), &node, &large, conn).await {
+            if let Err(e) = connection(stream, peer.ip(), &node, &frames, conn).await {
                 tracing::debug!(%peer, error = %e, "controller: connection ended");
             }
             let gone = node.heartbeats.connection_closed(conn);
             if !gone.is_empty() {
                 node.brokers_inactive(gone).await;
             }
-            drop(permit);
+            drop(admitted);
         });
     }
 }
 
 async fn connection(
     mut stream: TcpStream,
-    from: std::net::IpAddr,
+    from: IpAddr,
     node: &ControllerNode,
-    large: &Arc<Semaphore>,
+    frames: &Pool,
     conn: u64,
 ) -> std::io::Result<()> {
     let mut decoder = FrameDecoder::new(MAX_FRAME);
+    let mut silence = FIRST_FRAME;
     loop {
         let mut prefix = [0u8; 4];
-        match tokio::time::timeout(IDLE, stream.read_exact(&mut prefix)).await {
+        match tokio::time::timeout(silence, stream.read_exact(&mut prefix)).await {
             Err(_) => return Ok(()),
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
             Ok(result) => result?,
@@ -85,12 +92,7 @@ async fn connection(
         if len + 4 > MAX_FRAME {
             return Err(std::io::Error::other(format!("a frame of {len} bytes, over {MAX_FRAME}")));
         }
-        let _room = if len > SMALL {
-            let permits = u32::try_from(len).unwrap_or(u32::MAX);
-            Some(large.acquire_many(permits).await.map_err(std::io::Error::other)?)
-        } else {
-            None
-        };
+        let _room = if len > SMALL { Some(frames.reserve(len + 4).await) } else { None };
         let mut buf = BytesMut::with_capacity(len + 4);
         buf.extend_from_slice(&prefix);
         buf.resize(len + 4, 0);
@@ -104,6 +106,7 @@ async fn connection(
             Ok(req) => req,
             Err(e) => return Err(std::io::Error::other(format!("a header that does not decode: {e}"))),
         };
+        silence = IDLE;
         let Some(mut resp) = answer(node, &req, from, conn).await else { continue };
         if req.is_oneway() {
             continue;
@@ -111,11 +114,14 @@ async fn connection(
         resp.opaque = req.opaque;
         let mut out = BytesMut::new();
         resp.encode(SerializeType::Json, &mut out);
-        stream.write_all(&out).await?;
+        match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&out)).await {
+            Err(_) => return Err(std::io::Error::other("a reply not taken in time")),
+            Ok(written) => written?,
+        }
     }
 }
 
-async fn answer(node: &ControllerNode, req: &RemotingCommand, from: std::net::IpAddr, conn: u64) -> Option<RemotingCommand> {
+async fn answer(node: &ControllerNode, req: &RemotingCommand, from: IpAddr, conn: u64) -> Option<RemotingCommand> {
     if req.is_response() {
         return None;
     }

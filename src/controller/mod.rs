@@ -12,6 +12,7 @@
 //! route table: the server starts it with `enableControllerInNamesrv` ([`Controller`]), or the binary
 //! alone with `--controller-only`.
 
+pub mod admission;
 pub mod elect;
 pub mod gate;
 pub mod heartbeat;
@@ -71,6 +72,8 @@ pub struct Controller {
     /// The log and the state as the last run left them, read at bind: a damaged store refuses to start.
     store: node::Store,
     runtime: OwnRuntime,
+    /// Where frames over 64 KiB take their room (`listener`).
+    frames: crate::limits::budget::Pool,
 }
 
 /// The controller's own runtime, beside the NameServer's: two worker threads (`rocketns-controller`) at
@@ -112,7 +115,15 @@ impl Controller {
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|source| ControllerError::Listen { addr: bind, source })?;
         let runtime = OwnRuntime::new().map_err(ControllerError::Runtime)?;
-        Ok(Controller { settings, switches, listener, store, runtime })
+        let frames = usize::try_from(config.large_frame_buffer_bytes).unwrap_or(crate::limits::budget::MAX_POOL);
+        let frames = crate::limits::budget::Pool::new(frames.min(crate::limits::budget::MAX_POOL), Arc::default());
+        Ok(Controller { settings, switches, listener, store, runtime, frames })
+    }
+
+    /// Frames over 64 KiB take their room in `pool` (the NameServer's `requests` pool, so that both ports
+    /// together stay within `largeFrameBufferBytes`) instead of a pool of their own of that size.
+    pub fn share_frame_pool(&mut self, pool: crate::limits::budget::Pool) {
+        self.frames = pool;
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -148,9 +159,9 @@ impl Controller {
             Err(source) => return ControllerError::Store { path: store, source },
         };
         let mut tasks = tokio::task::JoinSet::new();
-        let serving = node.clone();
+        let (serving, frames) = (node.clone(), self.frames);
         tasks.spawn(async move {
-            let ended = listener::serve(listener, serving).await;
+            let ended = listener::serve(listener, serving, frames).await;
             ("port", ended.map_err(|e| e.to_string()).err())
         });
         tasks.spawn(async move {

@@ -53,6 +53,9 @@ pub struct ControllerNode {
     pub(super) gate: Arc<PeerGate>,
     /// Raft frames the gate refused, for /metrics.
     pub(super) refused_peers: std::sync::atomic::AtomicU64,
+    /// The port's connections (`admission`), and those it refused.
+    pub(super) admission: Arc<super::admission::Admission>,
+    pub(super) refused_connections: std::sync::atomic::AtomicU64,
     machine: StateMachine,
     pub(super) heartbeats: HeartbeatTable,
     /// One decision at a time, from reading the state to its events being applied.
@@ -108,6 +111,8 @@ impl ControllerNode {
             raft,
             gate,
             refused_peers: std::sync::atomic::AtomicU64::new(0),
+            admission: Arc::default(),
+            refused_connections: std::sync::atomic::AtomicU64::new(0),
             machine,
             heartbeats: HeartbeatTable::default(),
             deciding: tokio::sync::Mutex::new(()),

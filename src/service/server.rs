@@ -157,6 +157,10 @@ impl NameServer {
         let mut state = ServerState::new(routes, shared, kv, config_file);
         state.access_control = access_control;
         state.audit = Arc::new(crate::ops::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
+        let controller = controller.map(|mut c| {
+            c.share_frame_pool(state.budget.requests.clone());
+            c
+        });
         state.product_env =
             product_env.map(|name| Arc::new(ProductEnv::new(&name, &client_properties, state.metrics.clone())));
         // Last: it replaces the socket file of a process being taken over, which must stay reachable for
