@@ -92,9 +92,9 @@ mod tests {
         }
         assert_eq!(admission.admit(ip(999), false).err(), Some(Refusal::Full));
         let peer = admission.admit(ip(1), true).expect("a peer's reserve");
+        drop(peer);
         drop(held.pop());
         assert!(admission.admit(ip(999), false).is_ok(), "a place given back");
-        drop(peer);
         drop(held);
         assert_eq!(admission.open(), 0);
     }
