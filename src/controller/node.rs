@@ -381,9 +381,17 @@ impl ControllerNode {
             broker_id: -1,
             designate: false,
         };
-        match self.decide(&request).await {
-            Ok(resp) => tracing::info!(broker = %broker_name, code = resp.code, remark = ?resp.remark, "controller: election"),
-            Err(e) => tracing::warn!(broker = %broker_name, error = %e, "controller: election failed"),
+        // Java's triggerElectMaster: up to electMasterMaxRetryCount tries, until one succeeds; each that
+        // finds no master is a decision of its own (the master epoch moves on with each, as in Java).
+        for attempt in 1..=self.settings.elect_master_tries {
+            match self.decide(&request).await {
+                Ok(resp) if resp.code == response::SUCCESS => {
+                    tracing::info!(broker = %broker_name, remark = ?resp.remark, "controller: election");
+                    return;
+                }
+                Ok(resp) => tracing::info!(broker = %broker_name, attempt, code = resp.code, remark = ?resp.remark, "controller: election"),
+                Err(e) => tracing::warn!(broker = %broker_name, attempt, error = %e, "controller: election failed"),
+            }
         }
     }
 }

@@ -121,16 +121,22 @@ impl ControllerRequest {
 /// a hundred bytes each.
 pub const MAX_NAMES_BODY: usize = 1 << 20;
 
-/// GET_SYNC_STATE_DATA's names, each once, in the order asked; at most [`manager::MAX_GROUPS`].
+/// GET_SYNC_STATE_DATA's names, each once, in the order asked; at most [`manager::MAX_GROUPS`]. No names
+/// (no body, `[]` or `null`) is Java's SYSTEM_ERROR "not set any response code", on any node: its processor
+/// answers only a non-empty list, before it asks whether it leads.
 fn broker_names(body: &[u8]) -> Result<Vec<String>, RequestError> {
-    if body.is_empty() {
-        return Ok(Vec::new());
+    let none = || RequestError::InvalidBody("not set any response code".into());
+    if body.is_empty() || body.trim_ascii() == b"null" {
+        return Err(none());
     }
     if body.len() > MAX_NAMES_BODY {
         return Err(RequestError::InvalidBody(format!("the broker names: over {MAX_NAMES_BODY} bytes")));
     }
     let names: Vec<String> =
         lenient::from_fastjson_slice(body).map_err(|e| RequestError::InvalidBody(format!("the broker names: {e}")))?;
+    if names.is_empty() {
+        return Err(none());
+    }
     let mut seen = std::collections::HashSet::with_capacity(names.len());
     let unique: Vec<String> = names.into_iter().filter(|n| seen.insert(n.clone())).collect();
     if unique.len() > super::manager::MAX_GROUPS {
