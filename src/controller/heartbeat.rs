@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use super::elect::{BrokerLiveInfo, BrokerLiveness};
 use super::wire::Heartbeat;
 use crate::error::RequestError;
-use crate::limits::throttle::{Clip, client_log};
+use crate::error::shown;
+use crate::limits::throttle::client_log;
 
 pub const MAX_BROKERS: usize = 4096;
 /// Identities one connection may own: a Java broker beats for its own alone.
@@ -101,7 +102,7 @@ impl HeartbeatTable {
                 "this connection already beats for {PER_CONNECTION} brokers"
             )));
         }
-        client_log!(info, cluster = %Clip(&key.0), broker = %Clip(&key.1), id = key.2, "controller: new broker heartbeat");
+        client_log!(info, cluster = %shown(&key.0, 128), broker = %shown(&key.1, 128), id = key.2, "controller: new broker heartbeat");
         table.insert(key, Live { conn, other: None, last: now, timeout, info });
         Ok(())
     }
@@ -113,7 +114,7 @@ impl HeartbeatTable {
         self.table().retain(|key, live| {
             let alive = now.duration_since(live.last) <= live.timeout;
             if !alive {
-                client_log!(warn, cluster = %Clip(&key.0), broker = %Clip(&key.1), id = key.2, "controller: broker heartbeat expired");
+                client_log!(warn, cluster = %shown(&key.0, 128), broker = %shown(&key.1, 128), id = key.2, "controller: broker heartbeat expired");
                 gone.push(key.clone());
             }
             alive

@@ -65,27 +65,6 @@ macro_rules! client_log {
 }
 pub(crate) use client_log;
 
-/// A client's value as a log line quotes it: at most [`Clip::MAX`] bytes (cut at a character boundary),
-/// then how long it was. Whatever a client sent goes into a line through this, never whole.
-pub struct Clip<'a>(pub &'a str);
-
-impl Clip<'_> {
-    pub const MAX: usize = 128;
-}
-
-impl std::fmt::Display for Clip<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.len() <= Self::MAX {
-            return f.write_str(self.0);
-        }
-        let mut end = Self::MAX;
-        while !self.0.is_char_boundary(end) {
-            end -= 1;
-        }
-        write!(f, "{}... ({} bytes)", &self.0[..end], self.0.len())
-    }
-}
-
 /// Bytes a second, all callers together, with a second's worth at once (GCRA: each call moves one
 /// theoretical arrival time forward by what it takes, and waits while that runs more than a second ahead).
 pub struct BytePacer {
@@ -120,13 +99,6 @@ impl BytePacer {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_clipped_value_is_cut_at_a_character_and_says_its_length() {
-        assert_eq!(super::Clip("short").to_string(), "short");
-        let long = "é".repeat(100);
-        let clipped = super::Clip(&long).to_string();
-        assert!(clipped.starts_with(&"é".repeat(64)) && clipped.ends_with("... (200 bytes)"), "{clipped}");
-    }
 
     use super::*;
 
