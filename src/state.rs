@@ -46,6 +46,8 @@ pub struct ServerState {
     pub lookups: Option<Arc<crate::net::cores::LookupCores>>,
     /// The pace of large replies (`largeReplyBytesPerSecond`).
     pub reply_pacer: Arc<crate::limits::throttle::BytePacer>,
+    /// What the controller (`enableControllerInNamesrv`) shows on /metrics.
+    pub controller: Option<Arc<crate::controller::stats::ControllerStats>>,
 }
 
 /// Where the server is in its life, as handlers see it. Its fields are private: only the server's life
@@ -114,6 +116,7 @@ impl ServerState {
             lane: None,
             lookups: None,
             reply_pacer,
+            controller: None,
         }
     }
 

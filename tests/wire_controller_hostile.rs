@@ -341,3 +341,109 @@ async fn idle_strangers_fill_a_port_only_so_far() {
     let first = idle.first_mut().unwrap();
     assert!(closed_within(first, Duration::from_secs(15)).await, "an idle stranger closed after 10 s");
 }
+
+/// What operators see of each node: /metrics's controller lines (role, term, elections by result, the
+/// log, live brokers, refused peer frames) and the audit log's lines for elections and 1009.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operators_see_the_controller() {
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let audit = |i: usize| dir.path().join(format!("audit-{i}.jsonl"));
+    let g = group_with(|i, config| {
+        config.metrics_port = ports[i];
+        config.audit_log_path = audit(i).display().to_string();
+    })
+    .await;
+    let leader = g.leader().await;
+    let follower = (leader + 1) % 3;
+    let mut c = g.client(leader).await;
+    join(&mut c, "127.0.0.1:10911", "1").await;
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
+    assert_eq!(c.request(request(1002, &fields)).await.code, 0);
+    let mut update = request(1009, &[]);
+    update.body = "notifyBrokerRoleChanged=true".into();
+    assert_eq!(c.request(update).await.code, 0);
+    let mut stranger = Client::over(connect_from("127.0.0.2", &g.peers[follower]).await);
+    assert_eq!(stranger.request(absurd_append()).await.code, NO_PERMISSION);
+
+    let metrics = |i: usize| {
+        let port = ports[i];
+        move || common::metrics_text(port)
+    };
+    let on_leader = tokio::task::spawn_blocking(metrics(leader)).await.unwrap();
+    let on_follower = tokio::task::spawn_blocking(metrics(follower)).await.unwrap();
+    let value = |text: &str, name: &str| common::metric_in(text, name).unwrap_or_else(|| panic!("{name} in\n{text}"));
+    assert_eq!(value(&on_leader, "rocketns_controller_leader"), 1.0);
+    assert_eq!(value(&on_follower, "rocketns_controller_leader"), 0.0);
+    assert_eq!(value(&on_follower, "rocketns_controller_has_leader"), 1.0);
+    assert!(value(&on_leader, "rocketns_controller_term") >= 1.0);
+    assert_eq!(value(&on_leader, "rocketns_controller_elections_total{result=\"elected\"}"), 1.0);
+    assert_eq!(value(&on_leader, "rocketns_controller_live_brokers"), 1.0);
+    assert!(value(&on_leader, "rocketns_controller_log_records") >= 3.0);
+    assert!(value(&on_leader, "rocketns_controller_log_bytes") > 0.0);
+    assert!(value(&on_leader, "rocketns_controller_leader_changes_total") >= 1.0);
+    assert_eq!(value(&on_follower, "rocketns_controller_refused_total{what=\"peer_frame\"}"), 1.0);
+
+    let path = audit(leader);
+    tokio::task::spawn_blocking(move || {
+        common::wait_until("the leader's audit lines", Duration::from_secs(10), || {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            text.contains("\"request\":\"ELECT_MASTER\"") && text.contains("\"request\":\"UPDATE_CONTROLLER_CONFIG\"")
+        });
+    })
+    .await
+    .unwrap();
+}
+
+/// Groups made up with ids (1012/1013) that no broker ever beats for are released by the leader once
+/// silent for `controllerReleaseUnelectedGroupMillis` (1 s here), so a stranger cannot fill the 10,000
+/// groups for good; a group that had a master, and a never-elected one whose broker beats, stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn made_up_groups_are_released() {
+    let g = group_with(|_, config| config.controller_release_unelected_group_millis = 1000).await;
+    let leader = g.leader().await;
+    let mut stranger = g.client(leader).await;
+    for i in 0..50 {
+        let name = format!("made-up-{i}");
+        let fields = [("clusterName", "c"), ("brokerName", name.as_str()), ("appliedBrokerId", "1")];
+        let mut apply = request(1013, &fields);
+        apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:1;1");
+        assert_eq!(stranger.request(apply).await.code, 0);
+    }
+    let mut elected = g.client(leader).await;
+    join(&mut elected, "127.0.0.1:10911", "1").await;
+    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
+    assert_eq!(elected.request(request(1002, &fields)).await.code, 0);
+    drop(elected);
+    let mut beating = g.client(leader).await;
+    let fields = [("clusterName", "c"), ("brokerName", "broker-b"), ("appliedBrokerId", "1")];
+    let mut apply = request(1013, &fields);
+    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10921;1");
+    assert_eq!(beating.request(apply).await.code, 0);
+
+    let names: Vec<String> = (0..50).map(|i| format!("\"made-up-{i}\"")).collect();
+    let ask = format!("[\"broker-a\",\"broker-b\",{}]", names.join(","));
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let mut released = None;
+    loop {
+        let mut beat = common::controller::heartbeat("1", "127.0.0.1:10921");
+        beat.ext_fields.as_mut().unwrap().insert("brokerName", "broker-b");
+        assert_eq!(beating.request(beat).await.code, 0);
+        let mut data = request(1006, &[]);
+        data.body = ask.clone().into();
+        let data = beating.request(data).await;
+        let table: serde_json::Value = serde_json::from_slice(&data.body).unwrap();
+        let mut known: Vec<&str> = table["replicasInfoTable"].as_object().unwrap().keys().map(String::as_str).collect();
+        known.sort();
+        assert!(known.contains(&"broker-a") && known.contains(&"broker-b"), "a kept group released: {known:?}");
+        if known.len() == 2 {
+            released.get_or_insert_with(std::time::Instant::now);
+        }
+        // Both kept groups stay for two release times after the made-up ones went.
+        if released.is_some_and(|at| at.elapsed() > Duration::from_secs(2)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still known after 15 s: {} groups", known.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -93,6 +93,7 @@ pub const CONTROLLER_KEYS: &[&str] = &[
     "controllerStorePath",
     "controllerType",
     "controllerPeerSecretFile",
+    "controllerReleaseUnelectedGroupMillis",
     "enableElectUncleanMaster",
     "notifyBrokerRoleChanged",
     "scanInactiveMasterInterval",
@@ -201,6 +202,10 @@ namesrv_config! {
     /// nodes are signed with it and others refused (SECURITY.md). Not a Java key; empty: frames are
     /// taken from the peers' addresses alone.
     controller_peer_secret_file: String = String::new() => "controllerPeerSecretFile",
+    /// A group no master was ever elected for, none of whose brokers has beaten to the leader for this
+    /// long (milliseconds), is removed by a decision of the leader's (SECURITY.md); 0 keeps them, as Java
+    /// does. Not a Java key.
+    controller_release_unelected_group_millis: u64 = 600_000 => "controllerReleaseUnelectedGroupMillis",
     /// Only `DLedger` (Java's default) is accepted: rocketns replicates on openraft under either name's
     /// keys, and Java's `jRaft` keys are not read.
     controller_type: String = "DLedger".into() => "controllerType",

@@ -107,6 +107,15 @@ impl HeartbeatTable {
         Ok(())
     }
 
+    /// Brokers followed.
+    pub fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table().is_empty()
+    }
+
     /// Removes and returns the brokers whose timeout has passed (Java's scanNotActiveBroker).
     pub fn expire(&self) -> Vec<BrokerIdentity> {
         let now = Instant::now();

@@ -52,7 +52,7 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, frames: Poo
         let admitted = match admission.admit(peer.ip(), node.gate.is_peer_address(peer.ip())) {
             Ok(admitted) => admitted,
             Err(refusal) => {
-                node.refused_connections.fetch_add(1, Ordering::Relaxed);
+                super::stats::ControllerStats::count(&node.stats.refused_connections);
                 client_log!(warn, %peer, "controller: a connection refused: {refusal}");
                 continue;
             }
@@ -60,7 +60,7 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, frames: Poo
         let _ = stream.set_nodelay(true);
         let (node, frames, conn) = (node.clone(), frames.clone(), next_id.fetch_add(1, Ordering::Relaxed));
         served.spawn(async move {
-            if let Err(e) = connection(stream, peer.ip(), &node, &frames, conn).await {
+            if let Err(e) = connection(stream, peer, &node, &frames, conn).await {
                 tracing::debug!(%peer, error = %e, "controller: connection ended");
             }
             let gone = node.heartbeats.connection_closed(conn);
@@ -74,7 +74,7 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, frames: Poo
 
 async fn connection(
     mut stream: TcpStream,
-    from: IpAddr,
+    from: std::net::SocketAddr,
     node: &ControllerNode,
     frames: &Pool,
     conn: u64,
@@ -107,7 +107,8 @@ async fn connection(
             Err(e) => return Err(std::io::Error::other(format!("a header that does not decode: {e}"))),
         };
         silence = IDLE;
-        let Some(mut resp) = answer(node, &req, from, conn).await else { continue };
+        let Some(mut resp) = answer(node, &req, from.ip(), conn).await else { continue };
+        node.audit.record(Some(from), &req, &resp);
         if req.is_oneway() {
             continue;
         }
@@ -128,7 +129,7 @@ async fn answer(node: &ControllerNode, req: &RemotingCommand, from: IpAddr, conn
     match super::network::serve(&node.raft, &node.gate, &node.settings.me().id, from, req).await {
         Some(Ok(resp)) => return Some(resp),
         Some(Err(refused)) => {
-            node.refused_peers.fetch_add(1, Ordering::Relaxed);
+            super::stats::ControllerStats::count(&node.stats.refused_peer_frames);
             client_log!(warn, %from, code = req.code, error = %refused, "controller: Raft frame refused");
             let remark = format!("refused: {refused}");
             return Some(RemotingCommand::response(crate::protocol::codes::response::NO_PERMISSION, Some(remark)));

@@ -11,6 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
@@ -31,6 +32,8 @@ struct Meta {
 }
 
 struct Log {
+    /// The file's length, for /metrics.
+    size: Arc<AtomicU64>,
     dir: PathBuf,
     /// `raft-log`, opened for appending.
     file: File,
@@ -83,11 +86,19 @@ impl LogStore {
             file.sync_all()?;
         }
         File::open(dir)?.sync_all()?;
-        Ok(LogStore { log: Arc::new(Mutex::new(Log { dir: dir.to_path_buf(), file, entries, meta })) })
+        let size = Arc::new(AtomicU64::new(whole as u64));
+        Ok(LogStore { log: Arc::new(Mutex::new(Log { size, dir: dir.to_path_buf(), file, entries, meta })) })
     }
 
     fn lock(&self) -> MutexGuard<'_, Log> {
         lock(&self.log)
+    }
+
+    /// Keeps the log file's length in `size` from now on.
+    pub fn share_size(&self, size: Arc<AtomicU64>) {
+        let mut log = self.lock();
+        size.store(log.size.load(Ordering::Relaxed), Ordering::Relaxed);
+        log.size = size;
     }
 
     /// Runs `io` (writes and fsyncs) on a blocking thread, not on a worker of the controller's runtime,
@@ -174,6 +185,7 @@ impl Log {
         fsutil::replace_durably(&path, &bytes).map_err(io_error)?;
         self.file = OpenOptions::new().append(true).open(&path)?;
         self.entries = entries;
+        self.size.store(bytes.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -190,6 +202,7 @@ impl Log {
             return Err(e);
         }
         self.entries.extend(new.into_iter().map(|e| (e.log_id.index, e)));
+        self.size.store(before + bytes.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 }

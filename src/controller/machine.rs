@@ -4,6 +4,7 @@
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
@@ -46,6 +47,8 @@ pub struct Applied {
 pub struct StateMachine {
     dir: PathBuf,
     applied: Arc<Mutex<Applied>>,
+    /// When the last snapshot was written, in Unix seconds (for /metrics).
+    snapshot_time: Arc<Mutex<Arc<AtomicU64>>>,
 }
 
 impl StateMachine {
@@ -68,7 +71,23 @@ impl StateMachine {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        Ok(StateMachine { dir: dir.to_path_buf(), applied: Arc::new(Mutex::new(applied)) })
+        let snapshot_time = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        Ok(StateMachine {
+            dir: dir.to_path_buf(),
+            applied: Arc::new(Mutex::new(applied)),
+            snapshot_time: Arc::new(Mutex::new(Arc::new(AtomicU64::new(snapshot_time)))),
+        })
+    }
+
+    /// Keeps the last snapshot's time in `time` from now on.
+    pub fn share_snapshot_time(&self, time: Arc<AtomicU64>) {
+        let mut shared = self.snapshot_time.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        time.store(shared.load(Ordering::Relaxed), Ordering::Relaxed);
+        *shared = time;
     }
 
     /// The applied state, to decide requests against (held briefly: the state machine waits meanwhile).
@@ -82,6 +101,8 @@ impl StateMachine {
         let bytes = serde_json::to_vec(&SnapshotToStore { meta: &meta, state: &applied.state })
             .map_err(std::io::Error::other)?;
         fsutil::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(std::io::Error::other)?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.snapshot_time.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(now, Ordering::Relaxed);
         applied.snapshot = Some((meta, bytes.clone()));
         Ok(bytes)
     }

@@ -27,6 +27,7 @@ pub mod notify;
 pub mod raft;
 pub mod replicas;
 pub mod settings;
+pub mod stats;
 pub mod switches;
 pub mod wire;
 
@@ -74,6 +75,8 @@ pub struct Controller {
     runtime: OwnRuntime,
     /// Where frames over 64 KiB take their room (`listener`).
     frames: crate::limits::budget::Pool,
+    stats: Arc<stats::ControllerStats>,
+    audit: Arc<crate::ops::audit::AuditLog>,
 }
 
 /// The controller's own runtime, beside the NameServer's: two worker threads (`rocketns-controller`) at
@@ -117,13 +120,26 @@ impl Controller {
         let runtime = OwnRuntime::new().map_err(ControllerError::Runtime)?;
         let frames = usize::try_from(config.large_frame_buffer_bytes).unwrap_or(crate::limits::budget::MAX_POOL);
         let frames = crate::limits::budget::Pool::new(frames.min(crate::limits::budget::MAX_POOL), Arc::default());
-        Ok(Controller { settings, switches, listener, store, runtime, frames })
+        let stats = Arc::default();
+        let audit = Arc::new(crate::ops::audit::AuditLog::to_log(Arc::default()));
+        Ok(Controller { settings, switches, listener, store, runtime, frames, stats, audit })
     }
 
     /// Frames over 64 KiB take their room in `pool` (the NameServer's `requests` pool, so that both ports
     /// together stay within `largeFrameBufferBytes`) instead of a pool of their own of that size.
     pub fn share_frame_pool(&mut self, pool: crate::limits::budget::Pool) {
         self.frames = pool;
+    }
+
+    /// Audit lines (1002, 1009, 1011, and the elections the leader starts) go to `audit` (the NameServer's
+    /// `auditLogPath`) instead of the ordinary log.
+    pub fn share_audit(&mut self, audit: Arc<crate::ops::audit::AuditLog>) {
+        self.audit = audit;
+    }
+
+    /// What /metrics shows of the controller.
+    pub fn stats(&self) -> Arc<stats::ControllerStats> {
+        self.stats.clone()
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -154,7 +170,8 @@ impl Controller {
             Err(source) => return ControllerError::Listen { addr: self.settings.me().addr.clone(), source },
         };
         let (changes, notices) = tokio::sync::mpsc::channel(notify::QUEUE);
-        let node = match node::ControllerNode::start(self.settings, self.switches, self.store, changes).await {
+        let shared = (self.stats, self.audit);
+        let node = match node::ControllerNode::start(self.settings, self.switches, self.store, changes, shared).await {
             Ok(node) => node,
             Err(source) => return ControllerError::Store { path: store, source },
         };
@@ -167,6 +184,11 @@ impl Controller {
         tasks.spawn(async move {
             notify::run(notices).await;
             ("role change notifier", None)
+        });
+        let following = node.clone();
+        tasks.spawn(async move {
+            stats::follow(following).await;
+            ("metrics", None)
         });
         let scanning = node.clone();
         tasks.spawn(async move {
@@ -210,6 +232,7 @@ async fn scan(node: Arc<node::ControllerNode>) {
             }
             () = tokio::time::sleep_until(masters) => {
                 node.reelect_where_needed().await;
+                node.release_unelected_groups().await;
                 masters = tokio::time::Instant::now() + node.switches.scan_inactive_master_interval();
             }
         }

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use super::heartbeat::{BrokerIdentity, HeartbeatTable};
 use super::gate::PeerGate;
+use super::stats::ControllerStats;
 use super::log_store::LogStore;
 use super::machine::StateMachine;
 use super::manager::{self, Body, Decision, ElectRequest};
@@ -22,8 +23,8 @@ use super::raft::ControllerRaft;
 use super::settings::ControllerSettings;
 use super::switches::Switches;
 use super::wire::{self, ControllerRequest};
-use crate::error::RequestError;
-use crate::protocol::codes::response;
+use crate::error::{RequestError, shown};
+use crate::protocol::codes::{controller_request as code, response};
 use crate::remoting::{ExtFields, RemotingCommand};
 
 /// Java waits this long for a decision's log append (ControllerRequestProcessor's WAIT_TIMEOUT_OUT).
@@ -31,6 +32,8 @@ const WAIT: Duration = Duration::from_secs(5);
 /// How recently a majority must have answered a leader for it to say it leads: the shortest election
 /// timeout, after which the others may have elected another.
 const QUORUM_LEASE: Duration = Duration::from_millis(1000);
+/// Groups released in one scan at most (`release_unelected_groups`).
+const RELEASED_AT_ONCE: usize = 100;
 
 /// The log and the state machine as read from `controllerStorePath`.
 pub struct Store {
@@ -51,11 +54,14 @@ pub struct ControllerNode {
     pub(super) raft: Raft<ControllerRaft>,
     /// Who may send Raft frames here (`gate`).
     pub(super) gate: Arc<PeerGate>,
-    /// Raft frames the gate refused, for /metrics.
-    pub(super) refused_peers: std::sync::atomic::AtomicU64,
-    /// The port's connections (`admission`), and those it refused.
+    /// The port's connections (`admission`).
     pub(super) admission: Arc<super::admission::Admission>,
-    pub(super) refused_connections: std::sync::atomic::AtomicU64,
+    /// What /metrics shows of it.
+    pub(super) stats: Arc<ControllerStats>,
+    /// On the leader, since when each never-elected group has had no live broker (`release_unelected_groups`).
+    unelected: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// Where 1002, 1009 and 1011 and the elections it starts itself are recorded.
+    pub(super) audit: Arc<crate::ops::audit::AuditLog>,
     machine: StateMachine,
     pub(super) heartbeats: HeartbeatTable,
     /// One decision at a time, from reading the state to its events being applied.
@@ -89,8 +95,11 @@ impl ControllerNode {
         switches: Switches,
         store: Store,
         role_changes: mpsc::Sender<RoleChange>,
+        (stats, audit): (Arc<ControllerStats>, Arc<crate::ops::audit::AuditLog>),
     ) -> std::io::Result<Arc<ControllerNode>> {
         let Store { log, machine } = store;
+        log.share_size(stats.log_bytes.clone());
+        machine.share_snapshot_time(stats.snapshot_time.clone());
         let gate = Arc::new(PeerGate::new(&settings.peers, settings.peer_secret.as_deref()));
         if !gate.authenticates() && settings.peers.len() > 1 {
             tracing::warn!("controller: no controllerPeerSecretFile: Raft frames are taken from the peers' addresses unsigned (SECURITY.md)");
@@ -110,9 +119,10 @@ impl ControllerNode {
             switches,
             raft,
             gate,
-            refused_peers: std::sync::atomic::AtomicU64::new(0),
             admission: Arc::default(),
-            refused_connections: std::sync::atomic::AtomicU64::new(0),
+            stats,
+            unelected: Default::default(),
+            audit,
             machine,
             heartbeats: HeartbeatTable::default(),
             deciding: tokio::sync::Mutex::new(()),
@@ -129,6 +139,11 @@ impl ControllerNode {
         let m = m.borrow();
         m.current_leader == Some(self.settings.self_id)
             && m.millis_since_quorum_ack.is_some_and(|ms| ms < QUORUM_LEASE.as_millis() as u64)
+    }
+
+    /// Whether this node knows a leader: another node, or itself while [`Self::is_leader`].
+    pub fn knows_leader(&self) -> bool {
+        self.leader().is_some()
     }
 
     /// The leader this node knows of: itself only while [`Self::is_leader`].
@@ -229,6 +244,8 @@ impl ControllerNode {
         }
         let resp = wire::reply(request, &decision);
         if let ControllerRequest::ElectMaster { .. } = request {
+            let counter = if decision.code == response::SUCCESS { &self.stats.elected } else { &self.stats.election_failed };
+            ControllerStats::count(counter);
             self.announce(&decision);
         }
         Ok(resp)
@@ -374,6 +391,52 @@ impl ControllerNode {
         }
     }
 
+    /// On the leader, removes the groups that no master was ever elected for and none of whose brokers
+    /// has beaten to it for `controllerReleaseUnelectedGroupMillis` (a decision like CLEAN_BROKER_DATA's,
+    /// at most [`RELEASED_AT_ONCE`] a scan): ids taken by anyone who never ran a broker are not kept for
+    /// good, and cannot fill the 10,000 groups. A group that had a master stays until an admin cleans it,
+    /// as in Java. The time counts on this leader only: a new leader starts it again.
+    pub async fn release_unelected_groups(&self) {
+        let Some(after) = self.settings.release_unelected_after else { return };
+        for (cluster, broker_name) in self.unelected_due(after) {
+            let audited = self_started(code::CLEAN_BROKER_DATA, &cluster, &broker_name);
+            let name = shown(&broker_name, 128).into_owned();
+            let request = ControllerRequest::CleanBrokerData { cluster, broker_name, ids: None, clean_living: false };
+            let decided = self.decide(&request).await;
+            let answer = decided.as_ref().map_or_else(|e| e.to_response(code::CLEAN_BROKER_DATA), Clone::clone);
+            self.audit.record(None, &audited, &answer);
+            tracing::info!(broker = %name, code = answer.code, "controller: a group never elected and silent released");
+        }
+    }
+
+    /// The never-elected groups silent for `after` on this leader (see `release_unelected_groups`).
+    fn unelected_due(&self, after: Duration) -> Vec<(String, String)> {
+        let mut unelected = self.unelected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !self.is_leader() {
+            unelected.clear();
+            return Vec::new();
+        }
+        let now = std::time::Instant::now();
+        let mut silent = std::collections::HashSet::new();
+        let mut due = Vec::new();
+        let applied = self.machine.applied();
+        let state = &applied.state;
+        for (name, sync) in state.sync_states().filter(|(_, sync)| sync.first_election()) {
+            let Some(replicas) = state.replicas(name) else { continue };
+            let alive = |id: &i64| super::elect::BrokerLiveness::is_alive(&self.heartbeats, &replicas.cluster, name, *id);
+            if replicas.brokers.keys().any(alive) {
+                continue;
+            }
+            silent.insert(name.clone());
+            let since = *unelected.entry(name.clone()).or_insert(now);
+            if now.duration_since(since) >= after && due.len() < RELEASED_AT_ONCE {
+                due.push((sync.cluster.clone(), name.clone()));
+            }
+        }
+        unelected.retain(|name, _| silent.contains(name));
+        due
+    }
+
     async fn elect_for(&self, broker_name: &str) {
         let request = ControllerRequest::ElectMaster {
             cluster: String::new(),
@@ -384,7 +447,10 @@ impl ControllerNode {
         // Java's triggerElectMaster: up to electMasterMaxRetryCount tries, until one succeeds; each that
         // finds no master is a decision of its own (the master epoch moves on with each, as in Java).
         for attempt in 1..=self.settings.elect_master_tries {
-            match self.decide(&request).await {
+            let decided = self.decide(&request).await;
+            let answer = decided.as_ref().map_or_else(|e| e.to_response(code::ELECT_MASTER), Clone::clone);
+            self.audit.record(None, &self_started(code::ELECT_MASTER, "", broker_name), &answer);
+            match decided {
                 Ok(resp) if resp.code == response::SUCCESS => {
                     tracing::info!(broker = %broker_name, remark = ?resp.remark, "controller: election");
                     return;
@@ -394,4 +460,19 @@ impl ControllerNode {
             }
         }
     }
+}
+
+/// The request a change the leader starts itself stands for in the audit log: ELECT_MASTER (1002) with
+/// brokerId -1, as Java's controller sends it, or CLEAN_BROKER_DATA (1011) for a released group.
+fn self_started(request_code: i32, cluster: &str, broker_name: &str) -> RemotingCommand {
+    let mut ext = ExtFields::new();
+    if !cluster.is_empty() {
+        ext.insert("clusterName", cluster);
+    }
+    ext.insert("brokerName", broker_name);
+    if request_code == code::ELECT_MASTER {
+        ext.insert("brokerId", "-1");
+    }
+    ext.insert("startedBy", "controller");
+    RemotingCommand::request(request_code, ext)
 }

@@ -40,6 +40,8 @@ pub struct ControllerSettings {
     pub self_id: NodeId,
     pub store_path: PathBuf,
     pub scan_not_active_broker_interval: Duration,
+    /// How long a never-elected group may go without a broker's beat before the leader removes it.
+    pub release_unelected_after: Option<Duration>,
     /// How many times the leader tries an election it starts itself (`electMasterMaxRetryCount`).
     pub elect_master_tries: u32,
     /// The content of `controllerPeerSecretFile`, which signs the Raft frames between nodes (`gate`).
@@ -68,6 +70,8 @@ impl ControllerSettings {
             self_id: self_id as NodeId,
             store_path,
             scan_not_active_broker_interval: Duration::from_millis(config.scan_not_active_broker_interval.max(1)),
+            release_unelected_after: (config.controller_release_unelected_group_millis > 0)
+                .then(|| Duration::from_millis(config.controller_release_unelected_group_millis)),
             elect_master_tries: u32::try_from(config.elect_master_max_retry_count).unwrap_or(1).max(1),
             peer_secret: read_secret(&config.controller_peer_secret_file)?,
         })

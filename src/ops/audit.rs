@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::processor::acl::{ACCESS_KEY, SIGNATURE};
 use crate::error::shown;
 use crate::ops::metrics::Metrics;
-use crate::protocol::codes::{request, response};
+use crate::protocol::codes::{controller_request, request, response};
 use crate::remoting::RemotingCommand;
 
 /// Lines waiting for the file at most, and their bytes at most: a line that finds either full is lost
@@ -55,6 +55,10 @@ pub fn audited(code: i32) -> Option<&'static str> {
         request::DELETE_TOPIC_IN_NAMESRV => "DELETE_TOPIC_IN_NAMESRV",
         request::REGISTER_TOPIC_IN_NAMESRV => "REGISTER_TOPIC_IN_NAMESRV",
         request::UPDATE_NAMESRV_CONFIG => "UPDATE_NAMESRV_CONFIG",
+        // The controller's: elections (a broker's or the leader's own), its settings, a group's data cleaned.
+        controller_request::ELECT_MASTER => "ELECT_MASTER",
+        controller_request::UPDATE_CONTROLLER_CONFIG => "UPDATE_CONTROLLER_CONFIG",
+        controller_request::CLEAN_BROKER_DATA => "CLEAN_BROKER_DATA",
         _ => return None,
     })
 }

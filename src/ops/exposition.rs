@@ -18,6 +18,9 @@ pub fn render(state: &ServerState) -> String {
     counters(&mut out, state);
     gauges(&mut out, state);
     lookup_cores(&mut out, state);
+    if let Some(stats) = &state.controller {
+        controller(&mut out, stats);
+    }
     out
 }
 
@@ -203,6 +206,47 @@ fn lookup_cores(out: &mut String, state: &ServerState) {
         "Settled connections served by each lookup thread (src/net/cores.rs).",
         "core",
         &values,
+    );
+}
+
+/// The controller's (`enableControllerInNamesrv`), on this node.
+fn controller(out: &mut String, c: &crate::controller::stats::ControllerStats) {
+    let n = |v: &AtomicU64| count(v);
+    let gauges = [
+        ("rocketns_controller_leader", "1 while this controller node leads with a majority answering it.", gauge(&c.leader)),
+        ("rocketns_controller_has_leader", "1 while this controller node knows a leader (itself included).", gauge(&c.has_leader)),
+        ("rocketns_controller_term", "The controller node's Raft term.", n(&c.term)),
+        ("rocketns_controller_log_records", "Entries in the controller's Raft log since its last purge.", n(&c.log_records)),
+        ("rocketns_controller_log_bytes", "Bytes of the controller's Raft log file.", n(&c.log_bytes)),
+        (
+            "rocketns_controller_snapshot_timestamp_seconds",
+            "When the controller's last snapshot was written or installed (Unix seconds; 0 before any).",
+            n(&c.snapshot_time),
+        ),
+        ("rocketns_controller_live_brokers", "Brokers whose heartbeats this controller node follows.", n(&c.live_brokers)),
+    ];
+    for (name, help, value) in gauges {
+        single(out, (name, "gauge"), help, value);
+    }
+    single(
+        out,
+        ("rocketns_controller_leader_changes_total", "counter"),
+        "Times this controller node saw a new leader.",
+        n(&c.leader_changes),
+    );
+    labelled(
+        out,
+        ("rocketns_controller_elections_total", "counter"),
+        "Master elections this controller node decided as leader (a broker's 1002 or its own), by result.",
+        "result",
+        &[("elected", n(&c.elected)), ("failed", n(&c.election_failed))],
+    );
+    labelled(
+        out,
+        ("rocketns_controller_refused_total", "counter"),
+        "What the controller's port refused: Raft frames the peer fence stopped, connections over its caps.",
+        "what",
+        &[("peer_frame", n(&c.refused_peer_frames)), ("connection", n(&c.refused_connections))],
     );
 }
 

@@ -159,6 +159,8 @@ impl NameServer {
         state.audit = Arc::new(crate::ops::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
         let controller = controller.map(|mut c| {
             c.share_frame_pool(state.budget.requests.clone());
+            c.share_audit(state.audit.clone());
+            state.controller = Some(c.stats());
             c
         });
         state.product_env =
