@@ -447,3 +447,40 @@ async fn made_up_groups_are_released() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A node that was stopped while the others decided and purged their logs catches up from the leader's
+/// snapshot (sent from its file, received within the snapshot bound), and then counts in the majority:
+/// with the third node stopped, the leader and it commit a new decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_behind_the_purged_log_catches_up_from_a_snapshot() {
+    let mut g = group().await;
+    let leader = g.leader().await;
+    let (behind, other) = ((leader + 1) % 3, (leader + 2) % 3);
+    g.nodes[behind].take().unwrap().shutdown().await;
+    let mut c = g.client(leader).await;
+    for i in 0..1200 {
+        let name = format!("group-{i}");
+        let fields = [("clusterName", "c"), ("brokerName", name.as_str()), ("appliedBrokerId", "1")];
+        let mut apply = request(1013, &fields);
+        apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10911;1");
+        assert_eq!(c.request(apply).await.code, 0, "decision {i}");
+    }
+    drop(c);
+    g.nodes[behind] = Some(common::start_with(g.configs[behind].clone()).await);
+    let snapshot = std::path::Path::new(&g.configs[behind].controller_store_path).join("raft-snapshot.json");
+    let watched = snapshot.clone();
+    tokio::task::spawn_blocking(move || {
+        common::wait_until("the snapshot installed", Duration::from_secs(30), || {
+            std::fs::read_to_string(&watched).is_ok_and(|text| text.contains("\"group-900\""))
+        });
+    })
+    .await
+    .unwrap();
+    g.nodes[other].take().unwrap().shutdown().await;
+    let mut c = g.client(leader).await;
+    let fields = [("clusterName", "c"), ("brokerName", "group-1200"), ("appliedBrokerId", "1")];
+    let mut apply = request(1013, &fields);
+    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10911;1");
+    let committed = c.request(apply).await;
+    assert_eq!(committed.code, 0, "the leader and the node that caught up are a majority: {committed:?}");
+}

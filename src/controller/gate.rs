@@ -27,8 +27,8 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 /// A term more than this above the node's own is refused: a node cut off for a year campaigns some
 /// 30 million times; 2^32 is no term a real group reaches.
 pub const MAX_TERM_JUMP: u64 = 1 << 32;
-/// The largest snapshot a node takes in (the state's own bound, SECURITY.md, with room to spare).
-pub const MAX_SNAPSHOT: u64 = 256 << 20;
+/// The largest snapshot a node takes in: the state's own bound in bytes, and a MiB for its metadata.
+pub const MAX_SNAPSHOT: u64 = (super::replicas::MAX_STATE_BYTES + (1 << 20)) as u64;
 /// Entries a node keeps past its last purge: the leader purges after every 1,000, so a real group keeps
 /// a few thousand; a peer that appends this many without a snapshot is refused.
 pub const MAX_UNPURGED: u64 = 100_000;

@@ -27,6 +27,12 @@ struct StoredSnapshot {
     state: ReplicasInfo,
 }
 
+/// `raft-snapshot.json`'s metadata alone (the state is skipped over, not built).
+#[derive(Deserialize)]
+struct MetaOnly {
+    meta: Meta,
+}
+
 /// The same, written from borrowed parts.
 #[derive(Serialize)]
 struct SnapshotToStore<'a> {
@@ -39,14 +45,17 @@ pub struct Applied {
     pub state: ReplicasInfo,
     pub last_applied: Option<LogId<NodeId>>,
     pub membership: Membership,
-    /// The last snapshot, as it is in its file.
-    snapshot: Option<(Meta, Vec<u8>)>,
+    /// The last snapshot's metadata; its data is its file, read when a follower needs it (never kept in
+    /// memory: the state is already there once).
+    snapshot: Option<Meta>,
 }
 
 #[derive(Clone)]
 pub struct StateMachine {
     dir: PathBuf,
     applied: Arc<Mutex<Applied>>,
+    /// Held while the snapshot file is written, so that two writes never race to it.
+    file: Arc<Mutex<()>>,
     /// When the last snapshot was written, in Unix seconds (for /metrics).
     snapshot_time: Arc<Mutex<Arc<AtomicU64>>>,
 }
@@ -66,7 +75,8 @@ impl StateMachine {
                 applied.last_applied = stored.meta.last_log_id;
                 applied.membership = stored.meta.last_membership.clone();
                 applied.state = stored.state;
-                applied.snapshot = Some((stored.meta, bytes));
+                applied.state.recount();
+                applied.snapshot = Some(stored.meta);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
@@ -79,6 +89,7 @@ impl StateMachine {
         Ok(StateMachine {
             dir: dir.to_path_buf(),
             applied: Arc::new(Mutex::new(applied)),
+            file: Arc::default(),
             snapshot_time: Arc::new(Mutex::new(Arc::new(AtomicU64::new(snapshot_time)))),
         })
     }
@@ -95,16 +106,26 @@ impl StateMachine {
         self.applied.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Writes `applied.state` as the snapshot `meta` names, then keeps it as the current one; returns the
-    /// snapshot's data, which is the file's content (what a follower installs, and a restart reads).
-    fn store(&self, applied: &mut Applied, meta: Meta) -> std::io::Result<Vec<u8>> {
-        let bytes = serde_json::to_vec(&SnapshotToStore { meta: &meta, state: &applied.state })
-            .map_err(std::io::Error::other)?;
-        fsutil::write_atomically(&self.dir.join(SNAPSHOT_FILE), &bytes).map_err(std::io::Error::other)?;
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        self.snapshot_time.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(now, Ordering::Relaxed);
-        applied.snapshot = Some((meta, bytes.clone()));
-        Ok(bytes)
+    /// Writes `bytes` as the snapshot file (on a blocking thread, no lock on the state held: its fsyncs
+    /// hold up no decision) and notes the time.
+    async fn write_file(&self, bytes: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        let this = self.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let _one_writer = this.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            fsutil::write_atomically(&this.dir.join(SNAPSHOT_FILE), &bytes).map_err(std::io::Error::other)?;
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            this.snapshot_time.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(now, Ordering::Relaxed);
+            Ok(bytes)
+        });
+        written.await.map_err(std::io::Error::other)?
+    }
+
+    /// Notes `meta` as the last snapshot's, unless a later one was noted meanwhile.
+    fn note(&self, meta: &Meta) {
+        let mut applied = self.applied();
+        if applied.snapshot.as_ref().is_none_or(|noted| noted.last_log_id <= meta.last_log_id) {
+            applied.snapshot = Some(meta.clone());
+        }
     }
 }
 
@@ -123,15 +144,20 @@ pub fn write_snapshot(dir: &Path, state: &ReplicasInfo, last_log_id: LogId<NodeI
 
 impl RaftSnapshotBuilder<ControllerRaft> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<ControllerRaft>, StorageError<NodeId>> {
-        let this = self.clone();
-        let mut applied = this.applied();
-        let last = applied.last_applied;
-        let meta = Meta {
-            last_log_id: last,
-            last_membership: applied.membership.clone(),
-            snapshot_id: last.map_or_else(|| "empty".to_string(), |id| format!("{}-{}", id.leader_id, id.index)),
+        let (meta, bytes) = {
+            let applied = self.applied();
+            let last = applied.last_applied;
+            let meta = Meta {
+                last_log_id: last,
+                last_membership: applied.membership.clone(),
+                snapshot_id: last.map_or_else(|| "empty".to_string(), |id| format!("{}-{}", id.leader_id, id.index)),
+            };
+            let bytes = serde_json::to_vec(&SnapshotToStore { meta: &meta, state: &applied.state })
+                .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+            (meta, bytes)
         };
-        let data = this.store(&mut applied, meta.clone()).map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let data = self.write_file(bytes).await.map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        self.note(&meta);
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
@@ -177,27 +203,40 @@ impl RaftStateMachine<ControllerRaft> for StateMachine {
 
     async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError<NodeId>> {
         let signature = Some(meta.signature());
-        let state = serde_json::from_slice::<StoredSnapshot>(snapshot.get_ref())
+        // The data is the leader's snapshot file: what this node keeps as its own.
+        let bytes = snapshot.into_inner();
+        let mut state = serde_json::from_slice::<StoredSnapshot>(&bytes)
             .map_err(|e| StorageIOError::read_snapshot(signature.clone(), &e))?
             .state;
-        let this = self.clone();
-        let mut applied = this.applied();
-        let previous = std::mem::replace(&mut applied.state, state);
-        if let Err(e) = this.store(&mut applied, meta.clone()) {
-            // Not installed: the state stays the one the last applied entry left.
-            applied.state = previous;
-            return Err(StorageIOError::write_snapshot(signature, &e).into());
-        }
+        state.recount();
+        // Written first: not installed (the state stays the one the last applied entry left) if it fails.
+        self.write_file(bytes).await.map_err(|e| StorageIOError::write_snapshot(signature, &e))?;
+        let mut applied = self.applied();
+        applied.state = state;
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
+        applied.snapshot = Some(meta.clone());
         Ok(())
     }
 
+    /// The snapshot file, with the metadata it holds itself: a snapshot built since the last one was
+    /// noted is sent with its own metadata, never the older one's.
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<ControllerRaft>>, StorageError<NodeId>> {
-        let applied = self.applied();
-        Ok(applied.snapshot.as_ref().map(|(meta, data)| Snapshot {
-            meta: meta.clone(),
-            snapshot: Box::new(Cursor::new(data.clone())),
-        }))
+        if self.applied().snapshot.is_none() {
+            return Ok(None);
+        }
+        let (path, file) = (self.dir.join(SNAPSHOT_FILE), self.file.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let _no_writer = file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let data = std::fs::read(path)?;
+            let stored: MetaOnly = serde_json::from_slice(&data).map_err(std::io::Error::other)?;
+            Ok::<_, std::io::Error>((stored.meta, data))
+        });
+        let (meta, data) = match read.await {
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => return Err(StorageIOError::read_snapshot(None, &e).into()),
+            Err(e) => return Err(StorageIOError::read_snapshot(None, &std::io::Error::other(e)).into()),
+        };
+        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
     }
 }

@@ -217,9 +217,14 @@ pub fn next_broker_id(state: &ReplicasInfo, broker_name: &str) -> Decision {
     Decision { next_broker_id: Some(next), ..Decision::ok() }
 }
 
+/// The address a register check code (`address;timestamp`) names.
+fn address_of(check_code: &str) -> String {
+    check_code.split(';').next().unwrap_or_default().to_string()
+}
+
 /// CONTROLLER_APPLY_BROKER_ID: a broker takes an id, or takes its own back with the same check code.
 pub fn apply_broker_id(state: &ReplicasInfo, (cluster, broker_name): (&str, &str), id: i64, check_code: &str) -> Decision {
-    let address = check_code.split(';').next().unwrap_or_default().to_string();
+    let address = address_of(check_code);
     let event = ControllerEvent::ApplyBrokerId {
         cluster: cluster.to_string(),
         broker_name: broker_name.to_string(),
@@ -230,9 +235,13 @@ pub fn apply_broker_id(state: &ReplicasInfo, (cluster, broker_name): (&str, &str
     if [cluster, broker_name, check_code].iter().any(|t| t.len() > MAX_TEXT) {
         return over_bounds("a cluster, broker name or check code over 512 bytes");
     }
+    let added = super::replicas::entry_bytes(&address_of(check_code), check_code);
     let Some(replicas) = state.replicas(broker_name) else {
         if state.groups() >= MAX_GROUPS {
             return over_bounds("a new group");
+        }
+        if state.bytes() + added + super::replicas::group_bytes(cluster, broker_name) > super::replicas::MAX_STATE_BYTES {
+            return over_bounds("a new group past the state's 64 MiB");
         }
         if id == FIRST_BROKER_CONTROLLER_ID {
             return Decision::ok().with_event(event);
@@ -244,6 +253,9 @@ pub fn apply_broker_id(state: &ReplicasInfo, (cluster, broker_name): (&str, &str
     };
     match replicas.brokers.get(&id) {
         None if replicas.brokers.len() >= MAX_BROKERS_PER_GROUP => over_bounds("a new broker in the group"),
+        None if state.bytes() + added > super::replicas::MAX_STATE_BYTES => {
+            over_bounds("a new broker past the state's 64 MiB")
+        }
         Some(known) if known.check_code != check_code => Decision::refused(
             code::BROKER_ID_INVALID,
             format!("Fail to apply brokerId: {id} in broker-set: {broker_name}"),
@@ -281,6 +293,10 @@ pub fn register_broker(
     }
     decision.body = Some(Body::SyncStateSet { set: sync.sync_state_set.clone(), epoch: sync.sync_state_set_epoch });
     if known.address != address {
+        let grown = super::replicas::json_len(address).saturating_sub(super::replicas::json_len(&known.address));
+        if state.bytes() + grown > super::replicas::MAX_STATE_BYTES {
+            return over_bounds("a new address past the state's 64 MiB");
+        }
         let event = ControllerEvent::UpdateBrokerAddress {
             broker_name: broker_name.to_string(),
             address: address.to_string(),

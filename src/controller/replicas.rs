@@ -68,13 +68,68 @@ impl SyncStateInfo {
 
 /// The whole replicated state. Java keeps the two tables apart, and so does this: cleaning some ids can
 /// empty one and not the other, and a group counts as known only while both have it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// It also counts what it holds in bytes as its snapshot's JSON writes them ([`ReplicasInfo::bytes`], not
+/// itself written: counted again when a snapshot is read), which decisions keep under
+/// [`MAX_STATE_BYTES`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ReplicasInfo {
     replicas: BTreeMap<String, BrokerReplicaInfo>,
     sync_states: BTreeMap<String, SyncStateInfo>,
+    #[serde(skip)]
+    bytes: usize,
+}
+
+impl PartialEq for ReplicasInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.replicas == other.replicas && self.sync_states == other.sync_states
+    }
+}
+
+impl Eq for ReplicasInfo {}
+
+/// The most the state may hold, in bytes of its snapshot's JSON (the decisions refuse what would pass it).
+pub const MAX_STATE_BYTES: usize = 64 << 20;
+
+/// The bytes `text` takes as a JSON string (quotes and escapes included): a control character is six.
+pub fn json_len(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// What one broker entry adds (its id, address and check code, and the JSON around them).
+pub fn entry_bytes(address: &str, check_code: &str) -> usize {
+    64 + json_len(address) + json_len(check_code)
+}
+
+/// What a group's brokers and the group itself count.
+fn replicas_bytes(broker_name: &str, replicas: &BrokerReplicaInfo) -> usize {
+    group_bytes(&replicas.cluster, broker_name)
+        + replicas.brokers.values().map(|b| entry_bytes(&b.address, &b.check_code)).sum::<usize>()
+}
+
+/// What a new group adds besides its brokers (its name twice, its cluster twice, both halves' fields).
+pub fn group_bytes(cluster: &str, broker_name: &str) -> usize {
+    256 + 2 * (json_len(cluster) + json_len(broker_name))
 }
 
 impl ReplicasInfo {
+    /// What it holds, in bytes of JSON (see [`MAX_STATE_BYTES`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Counts [`Self::bytes`] again, for a state read from a snapshot.
+    pub fn recount(&mut self) {
+        self.bytes = self.replicas.iter().map(|(name, replicas)| replicas_bytes(name, replicas)).sum();
+    }
+
     /// How many groups it holds.
     pub fn groups(&self) -> usize {
         self.replicas.len()
@@ -131,7 +186,9 @@ impl ReplicasInfo {
             ControllerEvent::CleanBrokerData { broker_name, broker_ids } => self.clean(broker_name, broker_ids.as_ref()),
             ControllerEvent::UpdateBrokerAddress { broker_name, address, broker_id } => {
                 if let Some(entry) = self.replicas.get_mut(broker_name).and_then(|r| r.brokers.get_mut(broker_id)) {
+                    self.bytes -= entry_bytes(&entry.address, &entry.check_code);
                     entry.address = address.clone();
+                    self.bytes += entry_bytes(&entry.address, &entry.check_code);
                 }
             }
         }
@@ -139,15 +196,22 @@ impl ReplicasInfo {
 
     fn apply_broker_id(&mut self, cluster: &str, broker_name: &str, address: &str, id: i64, check_code: &str) {
         let entry = BrokerEntry { address: address.to_string(), check_code: check_code.to_string() };
+        let added = entry_bytes(address, check_code);
         if self.group(broker_name).is_some() {
             if let Some(replicas) = self.replicas.get_mut(broker_name)
                 && !replicas.brokers.contains_key(&id)
             {
                 replicas.brokers.insert(id, entry);
                 replicas.next_broker_id += 1;
+                self.bytes += added;
             }
             return;
         }
+        // A group whose sync state was cleaned apart from its brokers is replaced whole.
+        if let Some(old) = self.replicas.remove(broker_name) {
+            self.bytes -= replicas_bytes(broker_name, &old);
+        }
+        self.bytes += group_bytes(cluster, broker_name) + added;
         // The group's first broker: both halves start afresh.
         let brokers = BTreeMap::from([(id, entry)]);
         let replicas =
@@ -159,7 +223,9 @@ impl ReplicasInfo {
 
     fn clean(&mut self, broker_name: &str, ids: Option<&BTreeSet<i64>>) {
         let Some(ids) = ids.filter(|ids| !ids.is_empty()) else {
-            self.replicas.remove(broker_name);
+            if let Some(old) = self.replicas.remove(broker_name) {
+                self.bytes -= replicas_bytes(broker_name, &old);
+            }
             self.sync_states.remove(broker_name);
             return;
         };
@@ -167,8 +233,11 @@ impl ReplicasInfo {
             return;
         }
         if let Some(replicas) = self.replicas.get_mut(broker_name) {
+            let before = replicas_bytes(broker_name, replicas);
             replicas.brokers.retain(|id, _| !ids.contains(id));
+            self.bytes -= before - replicas_bytes(broker_name, replicas);
             if replicas.brokers.is_empty() {
+                self.bytes -= group_bytes(&replicas.cluster, broker_name);
                 self.replicas.remove(broker_name);
             }
         }
