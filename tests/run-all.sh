@@ -31,7 +31,7 @@ mkdir -p "$logs"
 shown='^(PASS|FAIL|WARN|INFO)|^controller: |^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
 
 all=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side
-    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-controller java-controller-partition)
+    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-controller java-controller-partition java-controller-chaos)
 stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
@@ -55,6 +55,7 @@ declare -A what=(
     [java-difftest]="generated request sequences, Java NameServer 5.3.3 and rocketns in lockstep"
     [java-controller]="a Java 5.3.3 broker group in controller mode fails over through rocketns's controller, then Java's"
     [java-controller-partition]="controller nodes cut off and slowed under a Java 5.3.3 broker group: rocketns's, then Java's"
+    [java-controller-chaos]="kill -9 of controller nodes and masters for 2 minutes under a Java 5.3.3 producer: rocketns's, then Java's"
 )
 for stage in "${stages[@]}"; do
     if [ -z "${what[$stage]+set}" ]; then
@@ -84,6 +85,7 @@ run_stage() {
         java-difftest) bash tests/java/difftest.sh ;;
         java-controller) bash tests/java/controller.sh ;;
         java-controller-partition) bash tests/java/controller-partition.sh ;;
+        java-controller-chaos) bash tests/java/controller-chaos.sh ;;
     esac
 }
 

@@ -98,17 +98,6 @@ slow_links() {
     echo "$what"
 }
 
-# epochs KIND: each broker's role changes as `EPOCH ADDRESS` lines (the master of that epoch).
-epochs() {
-    local kind=$1 f addr
-    for f in "$work/$kind"-b*/logs/rocketmqlogs/*.log; do
-        [ -f "$f" ] || continue
-        addr=$HOST:$(basename "$(dirname "$(dirname "$(dirname "$f")")")" | sed 's/.*-b//')
-        sed -nE "s/.*Begin to change to master, .*new Epoch:([0-9]+).*/\1 $addr/p" "$f"
-        sed -nE 's/.*Begin to change to slave, .*newMasterAddress=([0-9.:]+), newMasterEpoch=([0-9]+).*/\2 \1/p' "$f"
-    done | sort -u
-}
-
 scenario() {
     local kind=$1 i state old_id old_addr new leader index
     echo "--- $kind's controller"
@@ -158,7 +147,7 @@ scenario() {
     done
     [ "$(wc -l <<< "$leaders")" = 1 ] && [ "$leaders" != none ]
     verdict $? "$kind: the link back, every node names the same leader: $leaders"
-    masters=$(epochs "$kind")
+    masters=$(broker_epochs "$kind" "$HOST")
     local twice
     twice=$(cut -d' ' -f1 <<< "$masters" | uniq -d)
     [ -z "$twice" ] && [ -n "$masters" ]

@@ -141,6 +141,18 @@ broker() {
     pids+=("$BROKER_PID")
 }
 
+# broker_epochs KIND HOST: the role changes that the brokers "$work/KIND-bPORT" logged, as `EPOCH ADDRESS`
+# lines (the master each took for that epoch), each once: two lines with one epoch are two masters in it.
+broker_epochs() {
+    local kind=$1 host=$2 f addr
+    for f in "$work/$kind"-b*/logs/rocketmqlogs/*.log; do
+        [ -f "$f" ] || continue
+        addr=$host:$(basename "$(dirname "$(dirname "$(dirname "$f")")")" | sed 's/.*-b//')
+        sed -nE "s/.*Begin to change to master, .*new Epoch:([0-9]+).*/\1 $addr/p" "$f"
+        sed -nE 's/.*Begin to change to slave, .*newMasterAddress=([0-9.:]+), newMasterEpoch=([0-9]+).*/\2 \1/p' "$f"
+    done | sort -u
+}
+
 # For JVMs that run one command: the first compiler tier only and the serial collector start mqadmin in 4.0 s
 # instead of 6.5-7.5 (2 cores, 2026-12-01).
 SHORT_JVM="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

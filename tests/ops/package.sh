@@ -47,13 +47,15 @@ deb=$(ls "$DEB_OUT"/rocketns_*.deb)
 contents=$(dpkg-deb --contents "$deb" | awk '{print $NF}')
 missing=""
 for f in ./usr/bin/rocketns ./etc/rocketns/namesrv.properties ./usr/lib/systemd/system/rocketns.service \
+    ./etc/rocketns/controller.properties ./usr/lib/systemd/system/rocketns-controller.service \
     ./usr/share/rocketns/prometheus/rocketns-rules.yml ./usr/share/rocketns/grafana/rocketns.json \
     ./usr/share/doc/rocketns/README.md; do
     grep -qxF "$f" <<< "$contents" || missing="$missing $f"
 done
-verdict "$([ -z "$missing" ] && echo 0 || echo 1)" "the package holds the server, its config, the unit, rules, dashboard and docs${missing:+ (missing:$missing)}"
-conffiles=$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)
-verdict "$([ "$conffiles" = /etc/rocketns/namesrv.properties ] && echo 0 || echo 1)" "the config is its one conffile ($conffiles)"
+verdict "$([ -z "$missing" ] && echo 0 || echo 1)" "the package holds the server, its config, the unit, the controller's config and unit, rules, dashboard and docs${missing:+ (missing:$missing)}"
+conffiles=$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | sort | tr '\n' ' ')
+verdict "$([ "$conffiles" = "/etc/rocketns/controller.properties /etc/rocketns/namesrv.properties " ] && echo 0 || echo 1)" \
+    "the two configs are its conffiles ($conffiles)"
 
 dpkg -i "$deb" > "$work/dpkg-install.log" 2>&1
 verdict $? "dpkg -i installs it (the rocketns system user: $(getent passwd rocketns | cut -d: -f1,6,7))"
@@ -117,12 +119,46 @@ timeout "${stop%s}" tail --pid="$service" -f /dev/null
 wait "$service"
 verdict $? "$(unit_value KillSignal) stops it within TimeoutStopSec=$stop, exit status 0"
 
+# The controller's unit (--controller-only): installed, not enabled; its ExecStart as its user serves a one-node
+# group from the shipped controller.properties, in its own state folder, and SIGTERM stops it.
+unit=/usr/lib/systemd/system/rocketns-controller.service
+systemd-analyze verify "$unit" > "$work/verify-controller.log" 2>&1
+verdict $? "systemd-analyze verify $unit$([ -s "$work/verify-controller.log" ] && echo ": $(head -c 300 "$work/verify-controller.log")")"
+enabled=$(find /etc/systemd/system -name rocketns-controller.service 2> /dev/null | head -n 1)
+verdict "$([ -z "$enabled" ] && echo 0 || echo 1)" "the controller's unit is not enabled${enabled:+ ($enabled)}"
+controller_state=/var/lib/$(unit_value StateDirectory)
+install -d -o "$(unit_value User)" -g "$(unit_value Group)" -m "$(unit_value StateDirectoryMode)" "$controller_state"
+# shellcheck disable=SC2046
+(cd "$(unit_value WorkingDirectory)" && exec setpriv --reuid="$(unit_value User)" --regid="$(unit_value Group)" \
+    --init-groups env -i $(sed -n 's/^Environment=//p' "$unit") $(unit_value ExecStart)) > "$work/controller.log" 2>&1 &
+controller=$!
+pids+=("$controller")
+wait_port 9878
+python3 - << 'PY' > "$work/controller-requests.log" 2>&1
+import os, sys, time
+sys.path.insert(0, os.environ["ROOT"] + "/tests/java")
+from remoting import Connection
+for _ in range(100):
+    reply = Connection("127.0.0.1:9878").request(1005, {})[0]
+    if reply["extFields"].get("isLeader") == "true":
+        break
+    time.sleep(0.1)
+assert reply["extFields"].get("isLeader") == "true", reply
+PY
+verdict $? "the controller's ExecStart ($(unit_value ExecStart)) leads its one-node group on 9878$( [ -s "$work/controller-requests.log" ] && echo ": $(tail -n 2 "$work/controller-requests.log")")"
+verdict "$([ "$(stat -c %U "$controller_state/raft-peers.json" 2> /dev/null)" = "$(unit_value User)" ] && echo 0 || echo 1)" \
+    "the controller's store is in $controller_state, owned by $(unit_value User)"
+kill -TERM "$controller"
+timeout "$(unit_value TimeoutStopSec | tr -d s)" tail --pid="$controller" -f /dev/null
+wait "$controller"
+verdict $? "SIGTERM stops the controller within TimeoutStopSec, exit status 0"
+
 files=$(dpkg -L rocketns | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 dpkg -r rocketns > "$work/dpkg-remove.log" 2>&1
 verdict "$([ $? = 0 ] && [ ! -e /usr/bin/rocketns ] && [ -e /etc/rocketns/namesrv.properties ] && echo 0 || echo 1)" \
     "dpkg -r removes it and keeps the changed config"
 dpkg -P rocketns > "$work/dpkg-purge.log" 2>&1
-left=$(for f in $files /etc/rocketns "$state"; do [ -e "$f" ] && echo "$f"; done)
+left=$(for f in $files /etc/rocketns "$state" "$controller_state"; do [ -e "$f" ] && echo "$f"; done)
 verdict "$([ -z "$left" ] && ! dpkg -s rocketns > /dev/null 2>&1 && echo 0 || echo 1)" \
     "dpkg -P purges it: none of its $(wc -w <<< "$files") files, its config or its state is left${left:+ (left: $left)}"
 
