@@ -86,6 +86,7 @@ async fn a_strangers_address_and_absurd_frames_are_refused_without_a_secret() {
     let g = group().await;
     g.leader().await;
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
     socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
     let stream = socket.connect(g.peers[0].parse().unwrap()).await.unwrap();
     let mut stranger = Client::over(stream);
@@ -298,6 +299,8 @@ async fn the_controller_runs_on_threads_of_its_own() {
 /// A connection from `ip` to `addr`.
 async fn connect_from(ip: &str, addr: &str) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // Its TIME-WAIT must not keep a later server from binding this port on the wildcard address.
+    socket.set_reuseaddr(true).unwrap();
     socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
     socket.connect(addr.parse().unwrap()).await.unwrap()
 }

@@ -4,10 +4,9 @@
 //!
 //! An identity belongs to the connection that first beat for it, as in Java: a beat for it from another
 //! connection keeps it alive but does not take it, so closing that other connection removes nothing (it
-//! could otherwise depose a live master by beating in its name and hanging up). Unlike Java, when the
-//! owning connection closes while another has beaten for the identity within its timeout (a broker that
-//! reconnected before the old connection was seen to close), the identity moves to that one instead of
-//! going.
+//! could otherwise depose a live master by beating in its name and hanging up), and closing its own
+//! removes it whoever else beats for it (so that a beat in a dead master's name cannot hold off the
+//! election its closed connection starts).
 //!
 //! Bounds: at most [`MAX_BROKERS`] identities, at most [`PER_CONNECTION`] owned by one connection, each
 //! naming at most [`MAX_IDENTITY`] bytes, kept at most [`MAX_TIMEOUT`] without a beat whatever the beat
@@ -40,8 +39,6 @@ pub type BrokerIdentity = (String, String, i64);
 struct Live {
     /// The connection that first beat for it.
     conn: u64,
-    /// The last other connection that beat for it, which takes it when `conn` closes.
-    other: Option<u64>,
     last: Instant,
     timeout: Duration,
     info: BrokerLiveInfo,
@@ -80,9 +77,6 @@ impl HeartbeatTable {
         if let Some(live) = table.get_mut(&key) {
             live.last = now;
             live.timeout = timeout;
-            if live.conn != conn {
-                live.other = Some(conn);
-            }
             live.info.election_priority = info.election_priority;
             let newer =
                 info.epoch > live.info.epoch || (info.epoch == live.info.epoch && info.max_offset > live.info.max_offset);
@@ -103,7 +97,7 @@ impl HeartbeatTable {
             )));
         }
         client_log!(info, cluster = %shown(&key.0, 128), broker = %shown(&key.1, 128), id = key.2, "controller: new broker heartbeat");
-        table.insert(key, Live { conn, other: None, last: now, timeout, info });
+        table.insert(key, Live { conn, last: now, timeout, info });
         Ok(())
     }
 
@@ -131,32 +125,18 @@ impl HeartbeatTable {
         gone
     }
 
-    /// Connection `conn` closed: removes and returns the brokers it owned that no other connection beats
-    /// for; those another one beats for move to it.
+    /// Removes and returns the brokers that connection `conn`, which closed, first beat for.
     pub fn connection_closed(&self, conn: u64) -> Vec<BrokerIdentity> {
         let mut gone = Vec::new();
-        let now = Instant::now();
         self.table().retain(|key, live| {
-            if live.other == Some(conn) {
-                live.other = None;
+            let keep = live.conn != conn;
+            if !keep {
+                gone.push(key.clone());
             }
-            if live.conn != conn {
-                return true;
-            }
-            match live.other.take() {
-                Some(other) if now.duration_since(live.last) <= live.timeout => {
-                    live.conn = other;
-                    true
-                }
-                _ => {
-                    gone.push(key.clone());
-                    false
-                }
-            }
+            keep
         });
         gone
     }
-
 }
 
 impl BrokerLiveness for HeartbeatTable {
@@ -223,7 +203,7 @@ mod tests {
     }
 
     /// The identity stays with the connection that first beat for it: another that beats in its name and
-    /// closes removes nothing; when the first closes, the other (still beating) takes it.
+    /// closes removes nothing; the first one's close removes it, whoever else beats for it.
     #[test]
     fn a_beat_in_anothers_name_takes_nothing() {
         let table = HeartbeatTable::default();
@@ -232,9 +212,8 @@ mod tests {
         assert!(table.connection_closed(2).is_empty(), "the impostor's close removes nothing");
         assert!(table.is_alive("c", "b", 1));
         table.beat(&beat("b", 1), 3).unwrap();
-        assert!(table.connection_closed(1).is_empty(), "the reconnected broker keeps it");
-        assert!(table.is_alive("c", "b", 1));
-        assert_eq!(table.connection_closed(3), vec![("c".to_string(), "b".to_string(), 1)]);
+        assert_eq!(table.connection_closed(1), vec![("c".to_string(), "b".to_string(), 1)], "its own close removes it");
+        assert!(!table.is_alive("c", "b", 1));
     }
 
     #[test]

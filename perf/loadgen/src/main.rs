@@ -21,6 +21,7 @@
 #![deny(unsafe_code)]
 
 mod big;
+mod controller_fleet;
 mod driver;
 mod echo;
 mod fleet;
@@ -55,6 +56,8 @@ enum Command {
     Fleet(fleet::FleetArgs),
     Hostile(hostile::HostileArgs),
     Storm(storm::StormArgs),
+    /// What anyone who reaches a controller group's ports can send it, while a real group fails over.
+    ControllerFleet(controller_fleet::ControllerFleetArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -228,6 +231,7 @@ fn main() {
         Command::Fleet(args) => runtime(1).block_on(fleet::fleet(args)),
         Command::Hostile(args) => runtime(1).block_on(hostile::run(args)),
         Command::Storm(args) => runtime(1).block_on(storm::run(args)),
+        Command::ControllerFleet(args) => runtime(2).block_on(controller_fleet::run(args)),
     };
     std::process::exit(code);
 }
