@@ -36,6 +36,28 @@ fn far_chunk() -> RemotingCommand {
     )
 }
 
+/// Entries 5 and 7 after none: a log with holes.
+fn gapped_append() -> RemotingCommand {
+    let entry =
+        |i: u64| format!(r#"{{"log_id":{{"leader_id":{{"term":1,"node_id":0}},"index":{i}}},"payload":"Blank"}}"#);
+    raft_frame(
+        60001,
+        &format!(
+            r#"{{"vote":{{"leader_id":{{"term":1,"node_id":0}},"committed":true}},"prev_log_id":null,"entries":[{},{}],"leader_commit":null}}"#,
+            entry(5),
+            entry(7)
+        ),
+    )
+}
+
+/// A whole snapshot in one chunk that is no snapshot.
+fn garbled_snapshot() -> RemotingCommand {
+    raft_frame(
+        60003,
+        r#"{"vote":{"leader_id":{"term":1,"node_id":0},"committed":true},"meta":{"last_log_id":null,"last_membership":{"log_id":null,"membership":{"configs":[],"nodes":{}}},"snapshot_id":"garbled"},"offset":0,"data":[1,2,3],"done":true}"#,
+    )
+}
+
 /// The group still works: a leader every node names, and a decision that commits.
 async fn still_deciding(g: &Group) {
     still_deciding_after(g, "1").await;
@@ -106,6 +128,12 @@ async fn a_strangers_address_and_absurd_frames_are_refused_without_a_secret() {
             let refused = c.request(far_chunk()).await;
             assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
             assert!(refused.remark.as_deref().unwrap_or_default().contains("snapshot chunk"), "{refused:?}");
+        }
+        // Each of these, taken, had made openraft stop the node's Raft for good (and the process with it).
+        for (frame, why) in [(gapped_append(), "do not follow"), (garbled_snapshot(), "no snapshot")] {
+            let refused = c.request(frame).await;
+            assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
+            assert!(refused.remark.as_deref().unwrap_or_default().contains(why), "{refused:?}");
         }
     }
     tokio::time::sleep(Duration::from_secs(3)).await;

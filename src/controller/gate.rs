@@ -50,6 +50,10 @@ pub enum Refused {
     Snapshot(u64),
     #[error("entries up to index {0}, over {MAX_UNPURGED} past the last purge")]
     Unpurged(u64),
+    #[error("entries that do not follow one another from the previous log id")]
+    Gap,
+    #[error("a snapshot whose chunks are not in order, or whose data is no snapshot")]
+    BadSnapshot,
 }
 
 /// This node's fences, built once at start.
@@ -144,6 +148,18 @@ pub fn check_chunk(offset: u64, len: usize) -> Result<(), Refused> {
     let end = offset.saturating_add(len as u64);
     if end > MAX_SNAPSHOT {
         return Err(Refused::Snapshot(end));
+    }
+    Ok(())
+}
+
+/// Indexes that run on one by one from `prev` (none: from 0).
+pub fn check_consecutive(prev: Option<u64>, indexes: impl Iterator<Item = u64>) -> Result<(), Refused> {
+    let mut expected = prev.map_or(0, |p| p + 1);
+    for index in indexes {
+        if index != expected {
+            return Err(Refused::Gap);
+        }
+        expected += 1;
     }
     Ok(())
 }

@@ -126,7 +126,7 @@ async fn answer(node: &ControllerNode, req: &RemotingCommand, from: IpAddr, conn
     if req.is_response() {
         return None;
     }
-    match super::network::serve(&node.raft, &node.gate, &node.settings.me().id, from, req).await {
+    match super::network::serve(&node.raft, &node.arriving, &node.gate, &node.settings.me().id, from, req).await {
         Some(Ok(resp)) => return Some(resp),
         Some(Err(refused)) => {
             super::stats::ControllerStats::count(&node.stats.refused_peer_frames);

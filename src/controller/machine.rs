@@ -33,6 +33,12 @@ struct MetaOnly {
     meta: Meta,
 }
 
+/// Whether `data` is a snapshot this node can install (a garbled one would make openraft stop the node's
+/// Raft for good: `network` refuses its last chunk instead).
+pub fn installable(data: &[u8]) -> bool {
+    serde_json::from_slice::<StoredSnapshot>(data).is_ok()
+}
+
 /// The same, written from borrowed parts.
 #[derive(Serialize)]
 struct SnapshotToStore<'a> {

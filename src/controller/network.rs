@@ -139,6 +139,7 @@ impl RaftNetwork<ControllerRaft> for PeerClient {
 /// gate refuses is answered NO_PERMISSION, and openraft never sees it.
 pub async fn serve(
     raft: &Raft<ControllerRaft>,
+    arriving: &Mutex<Arriving>,
     gate: &PeerGate,
     me: &str,
     from: IpAddr,
@@ -161,7 +162,10 @@ pub async fn serve(
                 .await
         }
         code::RAFT_VOTE => answer(&req.body, |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term), |rpc| raft.vote(rpc)).await,
-        _ => answer(&req.body, |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term), |rpc| raft.install_snapshot(rpc)).await,
+        _ => {
+            let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term, arriving);
+            answer(&req.body, check, |rpc| raft.install_snapshot(rpc)).await
+        }
     };
     let mut resp = match body {
         Ok(Ok(body)) => {
@@ -186,12 +190,47 @@ fn appends(rpc: &AppendEntriesRequest<ControllerRaft>, term: u64, purged: u64) -
     if let Some(e) = rpc.entries.iter().find(|e| e.log_id.leader_id.term > asked) {
         return Err(Refused::Term { asked: e.log_id.leader_id.term, ours: term });
     }
+    // A gap would leave openraft a log it cannot read back: it stops the node's Raft.
+    gate::check_consecutive(rpc.prev_log_id.map(|p| p.index), rpc.entries.iter().map(|e| e.log_id.index))?;
     rpc.entries.last().map_or(Ok(()), |last| gate::check_unpurged(last.log_id.index, purged))
 }
 
-fn chunk(rpc: &InstallSnapshotRequest<ControllerRaft>, term: u64) -> Result<(), Refused> {
+fn chunk(rpc: &InstallSnapshotRequest<ControllerRaft>, term: u64, arriving: &Mutex<Arriving>) -> Result<(), Refused> {
     gate::check_term(rpc.vote.leader_id.term, term)?;
-    gate::check_chunk(rpc.offset, rpc.data.len())
+    gate::check_chunk(rpc.offset, rpc.data.len())?;
+    arriving.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take(rpc)
+}
+
+/// The snapshot arriving, chunk by chunk, checked whole before its last chunk reaches openraft: a garbled
+/// one, installed, would stop the node's Raft for good. At most one at a time, of at most MAX_SNAPSHOT.
+#[derive(Default)]
+pub struct Arriving {
+    id: String,
+    data: Vec<u8>,
+}
+
+impl Arriving {
+    fn take(&mut self, rpc: &InstallSnapshotRequest<ControllerRaft>) -> Result<(), Refused> {
+        if rpc.offset == 0 {
+            self.id = rpc.meta.snapshot_id.clone();
+            self.data.clear();
+        }
+        // A chunk sent again (its answer was lost) replaces what it covered.
+        let offset = usize::try_from(rpc.offset).map_err(|_| Refused::BadSnapshot)?;
+        if self.id != rpc.meta.snapshot_id || offset > self.data.len() {
+            return Err(Refused::BadSnapshot);
+        }
+        self.data.truncate(offset);
+        self.data.extend_from_slice(&rpc.data);
+        if rpc.done {
+            let whole = std::mem::take(&mut self.data);
+            self.id.clear();
+            if !super::machine::installable(&whole) {
+                return Err(Refused::BadSnapshot);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Parses the RPC, checks it, hands it to openraft and writes its answer; the outer error is a body

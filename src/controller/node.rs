@@ -54,6 +54,8 @@ pub struct ControllerNode {
     pub(super) raft: Raft<ControllerRaft>,
     /// Who may send Raft frames here (`gate`).
     pub(super) gate: Arc<PeerGate>,
+    /// The snapshot arriving from the leader, checked whole before openraft installs it (`network`).
+    pub(super) arriving: std::sync::Mutex<super::network::Arriving>,
     /// The port's connections (`admission`).
     pub(super) admission: Arc<super::admission::Admission>,
     /// What /metrics shows of it.
@@ -119,6 +121,7 @@ impl ControllerNode {
             switches,
             raft,
             gate,
+            arriving: Default::default(),
             admission: Arc::default(),
             stats,
             unelected: Default::default(),

@@ -85,10 +85,14 @@ impl Supervised {
             ended = &mut self.saver => task_ended("route snapshot saver", ended),
             ended = optional(&mut self.http) => task_ended("metrics HTTP server", ended),
             ended = optional(&mut self.notifier) => task_ended("905 notifier", ended),
-            ended = optional(&mut self.controller) => match ended {
-                Ok(e) => ServeError::TaskEnded { task: "controller", reason: e.to_string() },
-                Err(e) => task_ended("controller", Err(e)),
-            },
+            ended = optional(&mut self.controller) => {
+                // Done: not awaited again when the server stops (a finished JoinHandle polled again panics).
+                self.controller = None;
+                match ended {
+                    Ok(e) => ServeError::TaskEnded { task: "controller", reason: e.to_string() },
+                    Err(e) => task_ended("controller", Err(e)),
+                }
+            }
         }
     }
 

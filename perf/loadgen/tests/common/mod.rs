@@ -1,5 +1,7 @@
 //! What the load generator's tests share beside `rocketns::testing::wire` (free ports, properties files):
 //! the server binary beside it, waiting for a listener.
+// Each test binary uses a part of these.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
