@@ -154,12 +154,9 @@ pub fn check_chunk(offset: u64, len: usize) -> Result<(), Refused> {
 
 /// Indexes that run on one by one from `prev` (none: from 0).
 pub fn check_consecutive(prev: Option<u64>, indexes: impl Iterator<Item = u64>) -> Result<(), Refused> {
-    let mut expected = prev.map_or(0, |p| p + 1);
-    for index in indexes {
-        if index != expected {
-            return Err(Refused::Gap);
-        }
-        expected += 1;
+    let first = prev.map_or(0, |p| p.saturating_add(1));
+    if (first..).zip(indexes).any(|(expected, index)| index != expected) {
+        return Err(Refused::Gap);
     }
     Ok(())
 }
