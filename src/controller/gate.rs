@@ -27,11 +27,16 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 /// A term more than this above the node's own is refused: a node cut off for a year campaigns some
 /// 30 million times; 2^32 is no term a real group reaches.
 pub const MAX_TERM_JUMP: u64 = 1 << 32;
-/// The largest snapshot a node takes in: the state's own bound in bytes, and a MiB for its metadata.
-pub const MAX_SNAPSHOT: u64 = (super::replicas::MAX_STATE_BYTES + (1 << 20)) as u64;
+/// The largest snapshot a node takes in: the state's own bound in bytes, and an eighth more for what the
+/// count leaves out (the metadata, epochs).
+pub const MAX_SNAPSHOT: u64 = (super::replicas::MAX_STATE_BYTES + super::replicas::MAX_STATE_BYTES / 8) as u64;
 /// Entries a node keeps past its last purge: the leader purges after every 1,000, so a real group keeps
 /// a few thousand; a peer that appends this many without a snapshot is refused.
 pub const MAX_UNPURGED: u64 = 100_000;
+
+/// The log's file may grow to this between purges: a real group's decisions are a few hundred bytes each,
+/// and it purges after every 1,000.
+pub const MAX_LOG_BYTES: u64 = 256 << 20;
 
 const TIME: &str = "raftTime";
 const MAC: &str = "raftMac";
@@ -52,6 +57,8 @@ pub enum Refused {
     Unpurged(u64),
     #[error("entries that do not follow one another from the previous log id")]
     Gap,
+    #[error("entries past the log's {} MiB since its last purge", MAX_LOG_BYTES >> 20)]
+    LogFull,
     #[error("a snapshot whose chunks are not in order, or whose data is no snapshot")]
     BadSnapshot,
 }

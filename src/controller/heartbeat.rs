@@ -23,6 +23,9 @@ use crate::error::shown;
 use crate::limits::throttle::client_log;
 
 pub const MAX_BROKERS: usize = 4096;
+/// Of those, brokers whose id is not in the replicated state (anyone can beat in a made-up name; a real
+/// broker applies for its id first): they cannot take the room of the brokers the controller gave ids to.
+pub const MAX_UNKNOWN: usize = 1024;
 /// Identities one connection may own: a Java broker beats for its own alone.
 pub const PER_CONNECTION: usize = 16;
 /// The longest `heartbeatTimeoutMills` taken (brokers send 10 s by default, Java's
@@ -39,6 +42,8 @@ pub type BrokerIdentity = (String, String, i64);
 struct Live {
     /// The connection that first beat for it.
     conn: u64,
+    /// Whether its id was in the replicated state when it first beat.
+    known: bool,
     last: Instant,
     timeout: Duration,
     info: BrokerLiveInfo,
@@ -54,8 +59,9 @@ impl HeartbeatTable {
         self.brokers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records a beat on connection `conn`; the newest epoch and offset are kept, as Java keeps them.
-    pub fn beat(&self, hb: &Heartbeat, conn: u64) -> Result<(), RequestError> {
+    /// Records a beat on connection `conn`; `known` is whether the broker has its id in the replicated
+    /// state (it applied for it), which gives it room beyond [`MAX_UNKNOWN`].
+    pub fn beat(&self, hb: &Heartbeat, conn: u64, known: bool) -> Result<(), RequestError> {
         if hb.cluster.len() + hb.broker_name.len() + hb.broker_addr.len() > MAX_IDENTITY {
             return Err(RequestError::ControllerInvalidRequest(format!(
                 "a heartbeat's cluster, broker name and address are over {MAX_IDENTITY} bytes"
@@ -76,6 +82,11 @@ impl HeartbeatTable {
         let now = Instant::now();
         if let Some(live) = table.get_mut(&key) {
             live.last = now;
+            // What the beat says (timeout, priority, epoch, offset) counts from the owning connection alone:
+            // from another, a timeout of 1 ms would depose a live master, an offset would win it elections.
+            if live.conn != conn {
+                return Ok(());
+            }
             live.timeout = timeout;
             live.info.election_priority = info.election_priority;
             let newer =
@@ -91,13 +102,18 @@ impl HeartbeatTable {
                 "the controller already follows {MAX_BROKERS} brokers"
             )));
         }
+        if !known && table.values().filter(|live| !live.known).count() >= MAX_UNKNOWN {
+            return Err(RequestError::ControllerInvalidRequest(format!(
+                "the controller already follows {MAX_UNKNOWN} brokers without an id it gave"
+            )));
+        }
         if table.values().filter(|live| live.conn == conn).count() >= PER_CONNECTION {
             return Err(RequestError::ControllerInvalidRequest(format!(
                 "this connection already beats for {PER_CONNECTION} brokers"
             )));
         }
         client_log!(info, cluster = %shown(&key.0, 128), broker = %shown(&key.1, 128), id = key.2, "controller: new broker heartbeat");
-        table.insert(key, Live { conn, last: now, timeout, info });
+        table.insert(key, Live { conn, last: now, timeout, info, known });
         Ok(())
     }
 
@@ -174,32 +190,43 @@ mod tests {
         let table = HeartbeatTable::default();
         let conns = (MAX_BROKERS / PER_CONNECTION) as u64;
         for i in 0..MAX_BROKERS {
-            table.beat(&beat(&format!("b{i}"), 1), i as u64 % conns).expect("room");
+            table.beat(&beat(&format!("b{i}"), 1), i as u64 % conns, true).expect("room");
         }
-        assert!(table.beat(&beat("one-more", 1), conns).is_err());
+        assert!(table.beat(&beat("one-more", 1), conns, true).is_err());
         // A broker already followed still beats.
-        table.beat(&beat("b0", 1), 0).expect("known");
+        table.beat(&beat("b0", 1), 0, true).expect("known");
         let long = beat(&"x".repeat(MAX_IDENTITY), 1);
-        assert!(table.beat(&long, conns).is_err());
+        assert!(table.beat(&long, conns, true).is_err());
         let gone = table.connection_closed(1);
         assert_eq!(gone.len(), PER_CONNECTION);
         assert!(!table.is_alive("c", "b1", 1));
         assert!(table.is_alive("c", "b0", 1));
-        table.beat(&beat("one-more", 1), 1).expect("room again");
+        table.beat(&beat("one-more", 1), 1, true).expect("room again");
     }
 
     #[test]
     fn one_connection_owns_at_most_its_share_and_none_beats_a_day() {
         let table = HeartbeatTable::default();
         for i in 0..PER_CONNECTION {
-            table.beat(&beat(&format!("b{i}"), 1), 7).expect("room");
+            table.beat(&beat(&format!("b{i}"), 1), 7, true).expect("room");
         }
-        assert!(table.beat(&beat("b-more", 1), 7).is_err(), "over the connection's share");
-        table.beat(&beat("b-more", 1), 8).expect("another connection has room");
+        assert!(table.beat(&beat("b-more", 1), 7, true).is_err(), "over the connection's share");
+        table.beat(&beat("b-more", 1), 8, true).expect("another connection has room");
         let mut forever = beat("forever", 1);
         forever.timeout_millis = Some(86_400_000);
-        table.beat(&forever, 9).unwrap();
+        table.beat(&forever, 9, true).unwrap();
         assert_eq!(table.table().get(&("c".into(), "forever".into(), 1)).map(|l| l.timeout), Some(MAX_TIMEOUT));
+    }
+
+    /// Made-up names fill only their share: a broker the controller gave an id to still finds room.
+    #[test]
+    fn made_up_names_leave_room_for_known_brokers() {
+        let table = HeartbeatTable::default();
+        for i in 0..MAX_UNKNOWN {
+            table.beat(&beat(&format!("made-up-{i}"), 1), (i / PER_CONNECTION) as u64, false).expect("room");
+        }
+        assert!(table.beat(&beat("one-more", 1), 9999, false).is_err());
+        table.beat(&beat("real", 1), 9999, true).expect("a known broker has room");
     }
 
     /// The identity stays with the connection that first beat for it: another that beats in its name and
@@ -207,11 +234,17 @@ mod tests {
     #[test]
     fn a_beat_in_anothers_name_takes_nothing() {
         let table = HeartbeatTable::default();
-        table.beat(&beat("b", 1), 1).unwrap();
-        table.beat(&beat("b", 1), 2).unwrap();
+        table.beat(&beat("b", 1), 1, true).unwrap();
+        table.beat(&beat("b", 1), 2, true).unwrap();
         assert!(table.connection_closed(2).is_empty(), "the impostor's close removes nothing");
         assert!(table.is_alive("c", "b", 1));
-        table.beat(&beat("b", 1), 3).unwrap();
+        let mut deposing = beat("b", 1);
+        deposing.timeout_millis = Some(1);
+        deposing.max_offset = Some(i64::MAX);
+        table.beat(&deposing, 3, true).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(table.is_alive("c", "b", 1), "another connection's timeout does not count");
+        assert_eq!(table.live_info("c", "b", 1).map(|i| i.max_offset), Some(100), "nor its offset");
         assert_eq!(table.connection_closed(1), vec![("c".to_string(), "b".to_string(), 1)], "its own close removes it");
         assert!(!table.is_alive("c", "b", 1));
     }
@@ -219,15 +252,15 @@ mod tests {
     #[test]
     fn the_newest_epoch_and_offset_are_kept() {
         let table = HeartbeatTable::default();
-        table.beat(&beat("b", 1), 0).unwrap();
+        table.beat(&beat("b", 1), 0, true).unwrap();
         let mut older = beat("b", 1);
         older.max_offset = Some(50);
-        table.beat(&older, 0).unwrap();
+        table.beat(&older, 0, true).unwrap();
         assert_eq!(table.live_info("c", "b", 1).map(|i| (i.epoch, i.max_offset)), Some((1, 100)));
         let mut newer = beat("b", 1);
         newer.epoch = Some(2);
         newer.max_offset = Some(10);
-        table.beat(&newer, 0).unwrap();
+        table.beat(&newer, 0, true).unwrap();
         assert_eq!(table.live_info("c", "b", 1).map(|i| (i.epoch, i.max_offset)), Some((2, 10)));
     }
 }

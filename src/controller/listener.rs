@@ -4,7 +4,9 @@
 //! Bounds, for every connection whoever opens it: the connections `admission` takes; frames of at most
 //! [`MAX_FRAME`]; a frame over [`SMALL`] is read only with room for it in the frame pool (the NameServer's
 //! `largeFrameBufferBytes` pool, shared with its own port, or one of that size with
-//! `--controller-only`), and must then arrive within [`FRAME_TIMEOUT`]; a connection that starts no frame
+//! `--controller-only`; from the peers' addresses, a pool of [`PEER_FRAMES`] of their own), and must then
+//! arrive within [`FRAME_TIMEOUT`]; a reply over [`SMALL`] is written only with room for it in the replies
+//! pool (likewise `largeReplyBufferBytes`); a connection that starts no frame
 //! within [`FIRST_FRAME`] of its accept, or none for [`IDLE`] after one, is closed (brokers beat every
 //! second or two, the nodes every 300 ms), and so is one that does not take a reply within
 //! [`WRITE_TIMEOUT`].
@@ -22,6 +24,7 @@ use tokio_util::codec::Decoder;
 use super::node::ControllerNode;
 use crate::limits::budget::Pool;
 use crate::limits::throttle::client_log;
+use crate::protocol::codes::controller_request as code;
 use crate::remoting::{FrameDecoder, RemotingCommand, SerializeType, decode_command};
 
 pub const MAX_FRAME: usize = 8 << 20;
@@ -33,7 +36,21 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Accepts until the listener fails (which ends the controller, and so the server); dropped, it closes
 /// every connection it accepted.
-pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, frames: Pool) -> std::io::Result<()> {
+/// Where the port's large frames and replies take their room.
+#[derive(Clone)]
+pub struct Pools {
+    /// Frames over [`SMALL`] from any address but the peers' (the NameServer's `largeFrameBufferBytes`).
+    pub frames: Pool,
+    /// Frames over [`SMALL`] from the peers' addresses: strangers filling `frames` cannot hold up Raft.
+    pub peer_frames: Pool,
+    /// Replies over [`SMALL`] until written (the NameServer's `largeReplyBufferBytes`).
+    pub replies: Pool,
+}
+
+/// What [`Pools::peer_frames`] holds: eight of the largest frames.
+pub const PEER_FRAMES: usize = 8 * MAX_FRAME;
+
+pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, pools: Pools) -> std::io::Result<()> {
     let admission = node.admission.clone();
     let next_id = AtomicU64::new(1);
     let mut served = tokio::task::JoinSet::new();
@@ -58,9 +75,13 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, frames: Poo
             }
         };
         let _ = stream.set_nodelay(true);
-        let (node, frames, conn) = (node.clone(), frames.clone(), next_id.fetch_add(1, Ordering::Relaxed));
+        let mut pools = pools.clone();
+        if node.gate.is_peer_address(peer.ip()) {
+            pools.frames = pools.peer_frames.clone();
+        }
+        let (node, conn) = (node.clone(), next_id.fetch_add(1, Ordering::Relaxed));
         served.spawn(async move {
-            if let Err(e) = connection(stream, peer, &node, &frames, conn).await {
+            if let Err(e) = connection(stream, peer, &node, &pools, conn).await {
                 tracing::debug!(%peer, error = %e, "controller: connection ended");
             }
             let gone = node.heartbeats.connection_closed(conn);
@@ -76,7 +97,7 @@ async fn connection(
     mut stream: TcpStream,
     from: std::net::SocketAddr,
     node: &ControllerNode,
-    frames: &Pool,
+    pools: &Pools,
     conn: u64,
 ) -> std::io::Result<()> {
     let mut decoder = FrameDecoder::new(MAX_FRAME);
@@ -92,7 +113,7 @@ async fn connection(
         if len + 4 > MAX_FRAME {
             return Err(std::io::Error::other(format!("a frame of {len} bytes, over {MAX_FRAME}")));
         }
-        let _room = if len > SMALL { Some(frames.reserve(len + 4).await) } else { None };
+        let _room = if len > SMALL { Some(pools.frames.reserve(len + 4).await) } else { None };
         let mut buf = BytesMut::with_capacity(len + 4);
         buf.extend_from_slice(&prefix);
         buf.resize(len + 4, 0);
@@ -107,6 +128,13 @@ async fn connection(
             Err(e) => return Err(std::io::Error::other(format!("a header that does not decode: {e}"))),
         };
         silence = IDLE;
+        // A reply that may be large (GET_SYNC_STATE_DATA of many groups) is built by at most
+        // LARGE_ANSWERS connections at once, each until its room in the replies pool is taken: a built reply
+        // is always either one of those or charged to the pool until written.
+        let building = match req.code {
+            code::GET_SYNC_STATE_DATA => Some(node.large_answers.acquire().await.map_err(std::io::Error::other)?),
+            _ => None,
+        };
         let Some(mut resp) = answer(node, &req, from.ip(), conn).await else { continue };
         node.audit.record(Some(from), &req, &resp);
         if req.is_oneway() {
@@ -115,7 +143,13 @@ async fn connection(
         resp.opaque = req.opaque;
         let mut out = BytesMut::new();
         resp.encode(SerializeType::Json, &mut out);
-        match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&out)).await {
+        drop(resp);
+        let written = async {
+            let _room = if out.len() > SMALL { Some(pools.replies.reserve(out.len()).await) } else { None };
+            drop(building);
+            stream.write_all(&out).await
+        };
+        match tokio::time::timeout(WRITE_TIMEOUT, written).await {
             Err(_) => return Err(std::io::Error::other("a reply not taken in time")),
             Ok(written) => written?,
         }
@@ -126,7 +160,8 @@ async fn answer(node: &ControllerNode, req: &RemotingCommand, from: IpAddr, conn
     if req.is_response() {
         return None;
     }
-    match super::network::serve(&node.raft, &node.arriving, &node.gate, &node.settings.me().id, from, req).await {
+    let log_bytes = node.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    match super::network::serve(&node.raft, (&node.arriving, log_bytes), &node.gate, &node.settings.me().id, from, req).await {
         Some(Ok(resp)) => return Some(resp),
         Some(Err(refused)) => {
             super::stats::ControllerStats::count(&node.stats.refused_peer_frames);

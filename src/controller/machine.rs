@@ -112,26 +112,24 @@ impl StateMachine {
         self.applied.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Writes `bytes` as the snapshot file (on a blocking thread, no lock on the state held: its fsyncs
-    /// hold up no decision) and notes the time.
-    async fn write_file(&self, bytes: Vec<u8>) -> std::io::Result<Vec<u8>> {
-        let this = self.clone();
+    /// Writes `bytes`, the snapshot `meta` names, as the snapshot file (on a blocking thread, no lock on the
+    /// state held: its fsyncs hold up no decision) and notes it as the last one; a snapshot older than one
+    /// noted meanwhile (a build that an install overtook) is not written over it.
+    async fn write_file(&self, bytes: Vec<u8>, meta: &Meta) -> std::io::Result<Vec<u8>> {
+        let (this, meta) = (self.clone(), meta.clone());
         let written = tokio::task::spawn_blocking(move || {
             let _one_writer = this.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let newer = this.applied().snapshot.as_ref().is_some_and(|noted| noted.last_log_id > meta.last_log_id);
+            if newer {
+                return Ok(bytes);
+            }
             fsutil::write_atomically(&this.dir.join(SNAPSHOT_FILE), &bytes).map_err(std::io::Error::other)?;
+            this.applied().snapshot = Some(meta);
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             this.snapshot_time.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(now, Ordering::Relaxed);
             Ok(bytes)
         });
         written.await.map_err(std::io::Error::other)?
-    }
-
-    /// Notes `meta` as the last snapshot's, unless a later one was noted meanwhile.
-    fn note(&self, meta: &Meta) {
-        let mut applied = self.applied();
-        if applied.snapshot.as_ref().is_none_or(|noted| noted.last_log_id <= meta.last_log_id) {
-            applied.snapshot = Some(meta.clone());
-        }
     }
 }
 
@@ -162,8 +160,7 @@ impl RaftSnapshotBuilder<ControllerRaft> for StateMachine {
                 .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
             (meta, bytes)
         };
-        let data = self.write_file(bytes).await.map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        self.note(&meta);
+        let data = self.write_file(bytes, &meta).await.map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
@@ -216,12 +213,11 @@ impl RaftStateMachine<ControllerRaft> for StateMachine {
             .state;
         state.recount();
         // Written first: not installed (the state stays the one the last applied entry left) if it fails.
-        self.write_file(bytes).await.map_err(|e| StorageIOError::write_snapshot(signature, &e))?;
+        self.write_file(bytes, meta).await.map_err(|e| StorageIOError::write_snapshot(signature, &e))?;
         let mut applied = self.applied();
         applied.state = state;
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
-        applied.snapshot = Some(meta.clone());
         Ok(())
     }
 

@@ -99,8 +99,13 @@ pub fn elect_master(
     let Some((replicas, sync)) = state.group(req.broker_name) else {
         return Decision::refused(code::BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered");
     };
-    // The first election takes the broker that asks, as Java's does.
-    let first = (sync.first_election() && req.broker_id != -1).then_some(req.broker_id);
+    // The first election takes the broker that asks, as Java's does, if it is one of the group's and
+    // beats (Java takes any id: a made-up group elected so would never be released; SECURITY.md).
+    let asking = (req.broker_id != -1
+        && replicas.brokers.contains_key(&req.broker_id)
+        && live.is_alive(&replicas.cluster, req.broker_name, req.broker_id))
+    .then_some(req.broker_id);
+    let first = asking.filter(|_| sync.first_election());
     let new_master = first.or_else(|| {
         let designated = req.designate.then_some(req.broker_id);
         let all: Option<BTreeSet<i64>> = unclean.then(|| replicas.brokers.keys().copied().collect());
@@ -131,7 +136,7 @@ pub fn elect_master(
                 broker_name: req.broker_name.to_string(),
                 broker_addrs: replicas.brokers.iter().map(|(i, b)| (*i, b.address.clone())).collect(),
             };
-            tracing::info!(broker = %req.broker_name, master = id, "new master elected");
+            tracing::info!(broker = %crate::error::shown(req.broker_name, 128), master = id, "new master elected");
             Decision {
                 master: master(Some(id), sync.master_epoch + 1, sync.sync_state_set_epoch + 1),
                 body: Some(Body::Elected { set: BTreeSet::from([id]), members: Some(group) }),

@@ -73,8 +73,8 @@ pub struct Controller {
     /// The log and the state as the last run left them, read at bind: a damaged store refuses to start.
     store: node::Store,
     runtime: OwnRuntime,
-    /// Where frames over 64 KiB take their room (`listener`).
-    frames: crate::limits::budget::Pool,
+    /// Where large frames and replies take their room (`listener`).
+    pools: listener::Pools,
     stats: Arc<stats::ControllerStats>,
     audit: Arc<crate::ops::audit::AuditLog>,
 }
@@ -118,17 +118,26 @@ impl Controller {
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|source| ControllerError::Listen { addr: bind, source })?;
         let runtime = OwnRuntime::new().map_err(ControllerError::Runtime)?;
-        let frames = usize::try_from(config.large_frame_buffer_bytes).unwrap_or(crate::limits::budget::MAX_POOL);
-        let frames = crate::limits::budget::Pool::new(frames.min(crate::limits::budget::MAX_POOL), Arc::default());
+        let pool = |bytes: u64| {
+            let bytes = usize::try_from(bytes).unwrap_or(crate::limits::budget::MAX_POOL);
+            crate::limits::budget::Pool::new(bytes.min(crate::limits::budget::MAX_POOL), Arc::default())
+        };
+        let pools = listener::Pools {
+            frames: pool(config.large_frame_buffer_bytes),
+            peer_frames: pool(listener::PEER_FRAMES as u64),
+            replies: pool(config.large_reply_buffer_bytes),
+        };
         let stats = Arc::default();
         let audit = Arc::new(crate::ops::audit::AuditLog::to_log(Arc::default()));
-        Ok(Controller { settings, switches, listener, store, runtime, frames, stats, audit })
+        Ok(Controller { settings, switches, listener, store, runtime, pools, stats, audit })
     }
 
-    /// Frames over 64 KiB take their room in `pool` (the NameServer's `requests` pool, so that both ports
-    /// together stay within `largeFrameBufferBytes`) instead of a pool of their own of that size.
-    pub fn share_frame_pool(&mut self, pool: crate::limits::budget::Pool) {
-        self.frames = pool;
+    /// Frames and replies over 64 KiB take their room in the NameServer's pools (its `requests` and
+    /// `replies`), so that both ports together stay within `largeFrameBufferBytes` and
+    /// `largeReplyBufferBytes`, instead of pools of their own of those sizes.
+    pub fn share_pools(&mut self, budget: &crate::limits::budget::MemoryBudget) {
+        self.pools.frames = budget.requests.clone();
+        self.pools.replies = budget.replies.clone();
     }
 
     /// Audit lines (1002, 1009, 1011, and the elections the leader starts) go to `audit` (the NameServer's
@@ -176,9 +185,9 @@ impl Controller {
             Err(source) => return ControllerError::Store { path: store, source },
         };
         let mut tasks = tokio::task::JoinSet::new();
-        let (serving, frames) = (node.clone(), self.frames);
+        let (serving, pools) = (node.clone(), self.pools);
         tasks.spawn(async move {
-            let ended = listener::serve(listener, serving, frames).await;
+            let ended = listener::serve(listener, serving, pools).await;
             ("port", ended.map_err(|e| e.to_string()).err())
         });
         tasks.spawn(async move {

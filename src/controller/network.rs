@@ -139,7 +139,7 @@ impl RaftNetwork<ControllerRaft> for PeerClient {
 /// gate refuses is answered NO_PERMISSION, and openraft never sees it.
 pub async fn serve(
     raft: &Raft<ControllerRaft>,
-    arriving: &Mutex<Arriving>,
+    (arriving, log_bytes): (&Mutex<Arriving>, u64),
     gate: &PeerGate,
     me: &str,
     from: IpAddr,
@@ -158,7 +158,13 @@ pub async fn serve(
     };
     let body = match req.code {
         code::RAFT_APPEND_ENTRIES => {
-            answer(&req.body, |rpc: &AppendEntriesRequest<ControllerRaft>| appends(rpc, term, purged), |rpc| raft.append_entries(rpc))
+            let check = |rpc: &AppendEntriesRequest<ControllerRaft>| {
+                if !rpc.entries.is_empty() && log_bytes.saturating_add(req.body.len() as u64) > gate::MAX_LOG_BYTES {
+                    return Err(Refused::LogFull);
+                }
+                appends(rpc, term, purged)
+            };
+            answer(&req.body, check, |rpc| raft.append_entries(rpc))
                 .await
         }
         code::RAFT_VOTE => answer(&req.body, |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term), |rpc| raft.vote(rpc)).await,

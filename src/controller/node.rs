@@ -32,6 +32,8 @@ const WAIT: Duration = Duration::from_secs(5);
 /// How recently a majority must have answered a leader for it to say it leads: the shortest election
 /// timeout, after which the others may have elected another.
 const QUORUM_LEASE: Duration = Duration::from_millis(1000);
+/// GET_SYNC_STATE_DATA replies built at once, each at most the state's size (`listener`).
+const LARGE_ANSWERS: usize = 4;
 /// Groups released in one scan at most (`release_unelected_groups`).
 const RELEASED_AT_ONCE: usize = 100;
 
@@ -56,6 +58,8 @@ pub struct ControllerNode {
     pub(super) gate: Arc<PeerGate>,
     /// The snapshot arriving from the leader, checked whole before openraft installs it (`network`).
     pub(super) arriving: std::sync::Mutex<super::network::Arriving>,
+    /// Replies that may be large being built at once (`listener`).
+    pub(super) large_answers: tokio::sync::Semaphore,
     /// The port's connections (`admission`).
     pub(super) admission: Arc<super::admission::Admission>,
     /// What /metrics shows of it.
@@ -122,6 +126,7 @@ impl ControllerNode {
             raft,
             gate,
             arriving: Default::default(),
+            large_answers: tokio::sync::Semaphore::new(LARGE_ANSWERS),
             admission: Arc::default(),
             stats,
             unelected: Default::default(),
@@ -171,7 +176,8 @@ impl ControllerNode {
     async fn serve(&self, request: &ControllerRequest, conn: u64) -> Result<RemotingCommand, RequestError> {
         match request {
             ControllerRequest::Heartbeat(hb) => {
-                self.heartbeats.beat(hb, conn)?;
+                let known = self.machine.applied().state.replicas(&hb.broker_name).is_some_and(|r| r.brokers.contains_key(&hb.broker_id));
+                self.heartbeats.beat(hb, conn, known)?;
                 Ok(RemotingCommand::response(response::SUCCESS, Some("Heart beat success".into())))
             }
             ControllerRequest::GetMetadata => Ok(self.metadata()),
@@ -376,7 +382,7 @@ impl ControllerNode {
             }
             let master = self.machine.applied().state.sync_state(&broker_name).and_then(|s| s.master);
             if master == Some(id) {
-                tracing::info!(cluster = %cluster, broker = %broker_name, id, "controller: the master is gone, electing");
+                tracing::info!(cluster = %shown(&cluster, 128), broker = %shown(&broker_name, 128), id, "controller: the master is gone, electing");
                 self.elect_for(&broker_name).await;
             }
         }
@@ -455,11 +461,16 @@ impl ControllerNode {
             self.audit.record(None, &self_started(code::ELECT_MASTER, "", broker_name), &answer);
             match decided {
                 Ok(resp) if resp.code == response::SUCCESS => {
-                    tracing::info!(broker = %broker_name, remark = ?resp.remark, "controller: election");
+                    tracing::info!(broker = %shown(broker_name, 128), remark = ?resp.remark, "controller: election");
                     return;
                 }
-                Ok(resp) => tracing::info!(broker = %broker_name, attempt, code = resp.code, remark = ?resp.remark, "controller: election"),
-                Err(e) => tracing::warn!(broker = %broker_name, attempt, error = %e, "controller: election failed"),
+                Ok(resp) => {
+                    let remark = resp.remark.as_deref().map(|r| shown(r, 256).into_owned());
+                    tracing::info!(broker = %shown(broker_name, 128), attempt, code = resp.code, ?remark, "controller: election");
+                }
+                Err(e) => {
+                    tracing::warn!(broker = %shown(broker_name, 128), attempt, error = %shown(&e.to_string(), 256), "controller: election failed");
+                }
             }
         }
     }

@@ -49,7 +49,8 @@ impl RoleChange {
 pub async fn run(mut changes: mpsc::Receiver<RoleChange>) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(change) = changes.recv().await {
-        tracing::info!(master = change.master_id, epoch = change.master_epoch, brokers = ?change.targets, "controller: notifying a role change");
+        let brokers: Vec<String> = change.targets.iter().map(|a| crate::error::shown(a, 128).into_owned()).collect();
+        tracing::info!(master = change.master_id, epoch = change.master_epoch, ?brokers, "controller: notifying a role change");
         let request = change.request();
         for addr in change.targets {
             let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
@@ -60,7 +61,7 @@ pub async fn run(mut changes: mpsc::Receiver<RoleChange>) {
                     conn.oneway(request, TIMEOUT).await
                 };
                 if let Err(e) = sent.await {
-                    tracing::warn!(broker = %addr, error = %e, "NOTIFY_BROKER_ROLE_CHANGED not sent");
+                    crate::limits::throttle::client_log!(warn, broker = %crate::error::shown(&addr, 128), error = %crate::error::shown(&e.to_string(), 256), "NOTIFY_BROKER_ROLE_CHANGED not sent");
                 }
                 drop(permit);
             });

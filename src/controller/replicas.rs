@@ -103,9 +103,10 @@ pub fn json_len(text: &str) -> usize {
         .sum::<usize>()
 }
 
-/// What one broker entry adds (its id, address and check code, and the JSON around them).
+/// What one broker entry adds (its id, address and check code, and the JSON around them, and its id once
+/// more in the SyncStateSet).
 pub fn entry_bytes(address: &str, check_code: &str) -> usize {
-    64 + json_len(address) + json_len(check_code)
+    96 + json_len(address) + json_len(check_code)
 }
 
 /// What a group's brokers and the group itself count.
@@ -171,7 +172,7 @@ impl ReplicasInfo {
             }
             ControllerEvent::ElectMaster { broker_name, new_master } => {
                 if self.group(broker_name).is_none() {
-                    tracing::error!(broker = %broker_name, "an election for a group the controller does not know");
+                    tracing::error!(broker = %crate::error::shown(broker_name, 128), "an election for a group the controller does not know");
                     return;
                 }
                 if let Some(sync) = self.sync_states.get_mut(broker_name) {

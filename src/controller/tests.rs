@@ -345,3 +345,19 @@ fn the_state_is_bounded_in_bytes() {
     recounted.recount();
     assert_eq!(recounted.bytes(), state.bytes(), "cleaning g0 (of {first} ids) counted as a recount does");
 }
+
+/// The first election takes the broker that asks only if it is one of the group's and beats: an id the
+/// group never gave out, or one whose broker does not beat, elects nobody (Java takes any: a made-up group
+/// elected so would be kept for good).
+#[test]
+fn a_first_election_takes_a_member_that_beats() {
+    let mut state = ReplicasInfo::default();
+    register_new_broker(&mut state, ADDRS[0], 1, None);
+    let ask = |id| ElectRequest { broker_name: GROUP, broker_id: id, designate: false };
+    let unknown = manager::elect_master(&state, &ask(99), &all_alive(), false);
+    assert!(unknown.code != 0 && unknown.events.is_empty(), "{:?}", unknown.remark);
+    let silent = manager::elect_master(&state, &ask(1), &live(|_| false), false);
+    assert!(silent.code != 0 && silent.events.is_empty(), "{:?}", silent.remark);
+    let elected = manager::elect_master(&state, &ask(1), &all_alive(), false);
+    assert_eq!((elected.code, elected.master.master_broker_id), (0, Some(1)));
+}

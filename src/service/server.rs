@@ -158,7 +158,7 @@ impl NameServer {
         state.access_control = access_control;
         state.audit = Arc::new(crate::ops::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
         let controller = controller.map(|mut c| {
-            c.share_frame_pool(state.budget.requests.clone());
+            c.share_pools(&state.budget);
             c.share_audit(state.audit.clone());
             state.controller = Some(c.stats());
             c

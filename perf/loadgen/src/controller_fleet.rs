@@ -229,12 +229,14 @@ impl RealBroker {
     }
 }
 
-/// The group's master id, epochs and SyncStateSet as the leader has them (1004).
-async fn master(addrs: &[String]) -> Option<(String, String, String)> {
+/// The group's master id, master epoch, SyncStateSet epoch and SyncStateSet size as the leader has them
+/// (1004).
+async fn master(addrs: &[String]) -> Option<(String, String, String, usize)> {
     let reply = on_leader(addrs, &request(1004, &[("brokerName", "real-a")])).await?;
     let body: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
     let set_epoch = body["syncStateSetEpoch"].to_string();
-    Some((reply.ext("masterBrokerId")?.to_string(), reply.ext("masterEpoch")?.to_string(), set_epoch))
+    let in_sync = body["syncStateSet"].as_array().map_or(0, Vec::len);
+    Some((reply.ext("masterBrokerId")?.to_string(), reply.ext("masterEpoch")?.to_string(), set_epoch, in_sync))
 }
 
 /// The real group: ids 1 and 2, 1 elected, both in sync; then its master's connections are closed every
@@ -266,14 +268,26 @@ async fn real_group(addrs: Arc<Vec<String>>, every: Duration, end: Instant) -> (
     until_taken(request(1002, &elect)).await;
     let (mut ok, mut failed) = (0, 0);
     while Instant::now() + every < end {
-        let Some((master_id, epoch, set_epoch)) = master(&addrs).await else {
+        let Some((master_id, epoch, set_epoch, in_sync)) = master(&addrs).await else {
+            for b in &mut brokers {
+                b.beat().await;
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         };
-        let fields =
-            [("brokerName", "real-a"), ("masterBrokerId", master_id.as_str()), ("masterEpoch", epoch.as_str())];
-        let body = format!(r#"{{"syncStateSet":[1,2],"syncStateSetEpoch":{set_epoch}}}"#);
-        on_leader(&addrs, &with_body(1001, &fields, body)).await;
+        if in_sync < 2 {
+            // The master takes the other broker back into its SyncStateSet (its 1001), until it is there:
+            // only then can the other be elected.
+            let fields =
+                [("brokerName", "real-a"), ("masterBrokerId", master_id.as_str()), ("masterEpoch", epoch.as_str())];
+            let body = format!(r#"{{"syncStateSet":[1,2],"syncStateSetEpoch":{set_epoch}}}"#);
+            on_leader(&addrs, &with_body(1001, &fields, body)).await;
+            for b in &mut brokers {
+                b.beat().await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
         let next_failover = Instant::now() + every;
         while Instant::now() < next_failover {
             for b in &mut brokers {
@@ -287,7 +301,7 @@ async fn real_group(addrs: Arc<Vec<String>>, every: Duration, end: Instant) -> (
         let mut elected = false;
         while Instant::now() < deadline && !elected {
             brokers[other].beat().await;
-            elected = master(&addrs).await.is_some_and(|(id, _, _)| id == brokers[other].id);
+            elected = master(&addrs).await.is_some_and(|(id, ..)| id == brokers[other].id);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         if elected {
