@@ -50,6 +50,7 @@ impl Admission {
         Ok(Admitted { admission: self.clone(), from })
     }
 
+    #[cfg(test)]
     pub fn open(&self) -> usize {
         self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0
     }

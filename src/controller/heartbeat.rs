@@ -118,12 +118,8 @@ impl HeartbeatTable {
     }
 
     /// Brokers followed.
-    pub fn len(&self) -> usize {
+    pub fn followed(&self) -> usize {
         self.table().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.table().is_empty()
     }
 
     /// Removes and returns the brokers whose timeout has passed (Java's scanNotActiveBroker).

@@ -53,7 +53,7 @@ pub async fn follow(node: std::sync::Arc<super::node::ControllerNode>) {
         stats.has_leader.store(i64::from(node.knows_leader()), Ordering::Relaxed);
         stats.term.store(term, Ordering::Relaxed);
         stats.log_records.store(records, Ordering::Relaxed);
-        stats.live_brokers.store(node.heartbeats.len() as u64, Ordering::Relaxed);
+        stats.live_brokers.store(node.heartbeats.followed() as u64, Ordering::Relaxed);
         if metrics.changed().await.is_err() {
             return;
         }
