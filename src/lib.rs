@@ -29,27 +29,65 @@
 // Functions short enough to read at once (clippy.toml sets the limit: 60 lines).
 #![warn(clippy::too_many_lines)]
 
-/// Declares the crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
-/// [`NamesrvConfig`], [`Controller`] and the [`config`], [`cores`], [`lane`] and [`server`] modules),
-/// public with the `testing` feature, for the crate's own tests, benches, fuzz targets and load generator.
-macro_rules! internal_modules {
-    ($($(#[$attr:meta])* $name:ident),* $(,)?) => {
-        $(
-            $(#[$attr])*
-            #[cfg(feature = "testing")]
-            pub mod $name;
-            $(#[$attr])*
-            #[cfg(not(feature = "testing"))]
-            mod $name;
-        )*
-    };
-}
-
 pub mod config;
 
-internal_modules!(
-    controller, error, limits, net, ops, outbound, processor, protocol, remoting, route, service, state, store
-);
+// The crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
+// [`NamesrvConfig`], [`Controller`] and the [`config`], [`cores`], [`lane`] and [`server`] modules), public
+// with the `testing` feature, for the crate's own tests, benches, fuzz targets and load generator. Each is
+// declared twice, plainly, rather than by a macro: rustfmt does not expand macros, so `cargo fmt` never
+// reached the files a macro declared.
+#[cfg(feature = "testing")]
+pub mod controller;
+#[cfg(not(feature = "testing"))]
+mod controller;
+#[cfg(feature = "testing")]
+pub mod error;
+#[cfg(not(feature = "testing"))]
+mod error;
+#[cfg(feature = "testing")]
+pub mod limits;
+#[cfg(not(feature = "testing"))]
+mod limits;
+#[cfg(feature = "testing")]
+pub mod net;
+#[cfg(not(feature = "testing"))]
+mod net;
+#[cfg(feature = "testing")]
+pub mod ops;
+#[cfg(not(feature = "testing"))]
+mod ops;
+#[cfg(feature = "testing")]
+pub mod outbound;
+#[cfg(not(feature = "testing"))]
+mod outbound;
+#[cfg(feature = "testing")]
+pub mod processor;
+#[cfg(not(feature = "testing"))]
+mod processor;
+#[cfg(feature = "testing")]
+pub mod protocol;
+#[cfg(not(feature = "testing"))]
+mod protocol;
+#[cfg(feature = "testing")]
+pub mod remoting;
+#[cfg(not(feature = "testing"))]
+mod remoting;
+#[cfg(feature = "testing")]
+pub mod route;
+#[cfg(not(feature = "testing"))]
+mod route;
+#[cfg(feature = "testing")]
+pub mod service;
+#[cfg(not(feature = "testing"))]
+mod service;
+#[cfg(feature = "testing")]
+pub mod state;
+#[cfg(not(feature = "testing"))]
+mod state;
+#[cfg(feature = "testing")]
+pub mod store;
+#[cfg(not(feature = "testing"))]
+mod store;
 
 // The embedder's API: the threads that answer lookups, the work lane and the server, at the crate's root.
 pub use net::{cores, lane};

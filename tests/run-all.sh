@@ -36,7 +36,7 @@ stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
 declare -A what=(
-    [fmt]="cargo fmt --check"
+    [fmt]="cargo fmt --check of every crate, and every tracked Rust file reached by it (tests/fmt.sh)"
     [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
     [readme-run]="the README's first command, as cargo run -- -p"
     [test]="cargo test: unit, wire and real-binary tests"
@@ -66,7 +66,7 @@ done
 
 run_stage() {
     case $1 in
-        fmt) cargo fmt --all -- --check ;;
+        fmt) bash tests/fmt.sh ;;
         clippy) cargo clippy --all-targets --quiet -- -D warnings && cargo clippy -p rocketns --lib --quiet -- -D warnings ;;
         readme-run) cargo run --quiet -- -p > "$scratch/printed-config" && grep -q '^listenPort=9876$' "$scratch/printed-config" ;;
         test) cargo test --all-targets ;;
