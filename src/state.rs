@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::time::Instant;
 
 use crate::config::SharedConfig;
-use crate::store::kvconfig::KvConfigStore;
 use crate::route::RouteHandle;
+use crate::store::kvconfig::KvConfigStore;
 
 /// What every request handler, connection and the HTTP port share: the routes (read from snapshots,
 /// changed through the writer), the configuration, the KV store, and the server's counters and switches.

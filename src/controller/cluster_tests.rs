@@ -153,7 +153,8 @@ async fn applied(raft: &Node, index: u64) {
 async fn writes_replicate_survive_a_leader_stop_and_a_restart() {
     let nodes: Nodes = Arc::default();
     let outcome = tokio::spawn(replicate_stop_and_restart(nodes.clone())).await;
-    let running: Vec<Node> = std::mem::take(&mut *nodes.lock().unwrap_or_else(|p| p.into_inner())).into_values().collect();
+    let running: Vec<Node> =
+        std::mem::take(&mut *nodes.lock().unwrap_or_else(|p| p.into_inner())).into_values().collect();
     for node in running {
         let _ = node.shutdown().await;
     }

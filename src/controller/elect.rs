@@ -60,9 +60,8 @@ fn try_elect(
     // Java sorts live infos with a comparator that makes ties equal (the first id seen wins, its hash
     // set's order: the lowest for small ids) and compares offsets through an int cast that overflows when
     // they differ by 2^31 or more; here the order is total and exact.
-    let best = alive
-        .iter()
-        .filter_map(|id| live.live_info(cluster, broker_name, *id))
-        .min_by_key(|info| (std::cmp::Reverse(info.epoch), std::cmp::Reverse(info.max_offset), info.election_priority, info.broker_id));
+    let best = alive.iter().filter_map(|id| live.live_info(cluster, broker_name, *id)).min_by_key(|info| {
+        (std::cmp::Reverse(info.epoch), std::cmp::Reverse(info.max_offset), info.election_priority, info.broker_id)
+    });
     best.map(|info| info.broker_id).or_else(|| alive.first().copied())
 }

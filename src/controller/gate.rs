@@ -76,7 +76,9 @@ impl PeerGate {
         for peer in peers {
             match peer.addr.to_socket_addrs() {
                 Ok(resolved) => addrs.extend(resolved.map(|a| a.ip())),
-                Err(e) => tracing::warn!(peer = %peer.id, addr = %peer.addr, error = %e, "controller: a peer's address does not resolve; its Raft frames are refused"),
+                Err(e) => {
+                    tracing::warn!(peer = %peer.id, addr = %peer.addr, error = %e, "controller: a peer's address does not resolve; its Raft frames are refused")
+                }
             }
         }
         addrs.sort();
@@ -237,7 +239,10 @@ mod tests {
         let mut changed = req.clone();
         changed.body = bytes::Bytes::from_static(b"{\"vote\":2}");
         assert_eq!(ours.check_request("n0", local, &changed), Err(Refused::BadMac));
-        assert_eq!(ours.check_request("n0", "127.0.0.2".parse().unwrap(), &req), Err(Refused::Stranger("127.0.0.2".parse().unwrap())));
+        assert_eq!(
+            ours.check_request("n0", "127.0.0.2".parse().unwrap(), &req),
+            Err(Refused::Stranger("127.0.0.2".parse().unwrap()))
+        );
         assert_eq!(ours.check_request("n0", local, &raft_request()), Err(Refused::BadMac), "unsigned");
         assert_eq!(gate(None).check_request("n0", local, &raft_request()), Ok(()), "address fence only");
     }

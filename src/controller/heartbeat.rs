@@ -89,8 +89,8 @@ impl HeartbeatTable {
             }
             live.timeout = timeout;
             live.info.election_priority = info.election_priority;
-            let newer =
-                info.epoch > live.info.epoch || (info.epoch == live.info.epoch && info.max_offset > live.info.max_offset);
+            let newer = info.epoch > live.info.epoch
+                || (info.epoch == live.info.epoch && info.max_offset > live.info.max_offset);
             if newer {
                 live.info.epoch = info.epoch;
                 live.info.max_offset = info.max_offset;

@@ -161,7 +161,9 @@ async fn answer(node: &ControllerNode, req: &RemotingCommand, from: IpAddr, conn
         return None;
     }
     let log_bytes = node.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
-    match super::network::serve(&node.raft, (&node.arriving, log_bytes), &node.gate, &node.settings.me().id, from, req).await {
+    match super::network::serve(&node.raft, (&node.arriving, log_bytes), &node.gate, &node.settings.me().id, from, req)
+        .await
+    {
         Some(Ok(resp)) => return Some(resp),
         Some(Err(refused)) => {
             super::stats::ControllerStats::count(&node.stats.refused_peer_frames);

@@ -73,8 +73,12 @@ impl StateMachine {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(SNAPSHOT_FILE);
         fsutil::remove_stale_temporaries(&path);
-        let mut applied =
-            Applied { state: ReplicasInfo::default(), last_applied: None, membership: Membership::default(), snapshot: None };
+        let mut applied = Applied {
+            state: ReplicasInfo::default(),
+            last_applied: None,
+            membership: Membership::default(),
+            snapshot: None,
+        };
         match std::fs::read(&path) {
             Ok(bytes) => {
                 let stored: StoredSnapshot = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
@@ -204,7 +208,11 @@ impl RaftStateMachine<ControllerRaft> for StateMachine {
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
-    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError<NodeId>> {
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
         let signature = Some(meta.signature());
         // The data is the leader's snapshot file: what this node keeps as its own.
         let bytes = snapshot.into_inner();

@@ -145,11 +145,10 @@ pub fn elect_master(
             .with_event(ControllerEvent::ElectMaster { broker_name: req.broker_name.to_string(), new_master: Some(id) })
         }
         // Asked by the controller: the master is gone and none could follow; the state says so.
-        None if req.broker_id == -1 => Decision::refused(
-            code::MASTER_NOT_AVAILABLE,
-            "Old master has down and failed to elect a new broker master",
-        )
-        .with_event(ControllerEvent::ElectMaster { broker_name: req.broker_name.to_string(), new_master: None }),
+        None if req.broker_id == -1 => {
+            Decision::refused(code::MASTER_NOT_AVAILABLE, "Old master has down and failed to elect a new broker master")
+                .with_event(ControllerEvent::ElectMaster { broker_name: req.broker_name.to_string(), new_master: None })
+        }
         None => Decision::refused(code::ELECT_MASTER_FAILED, "Failed to elect a new master"),
     }
 }
@@ -170,8 +169,9 @@ pub fn alter_sync_state_set(
     }
     if sync.master != Some(master_id) {
         let current = sync.master.map_or_else(|| "null".to_string(), |m| m.to_string());
-        let err =
-            format!("Rejecting alter syncStateSet request because the current leader is:{{{current}}}, not {{{master_id}}}");
+        let err = format!(
+            "Rejecting alter syncStateSet request because the current leader is:{{{current}}}, not {{{master_id}}}"
+        );
         return Decision::refused(code::INVALID_MASTER, err);
     }
     if master_epoch != sync.master_epoch {
@@ -228,7 +228,12 @@ fn address_of(check_code: &str) -> String {
 }
 
 /// CONTROLLER_APPLY_BROKER_ID: a broker takes an id, or takes its own back with the same check code.
-pub fn apply_broker_id(state: &ReplicasInfo, (cluster, broker_name): (&str, &str), id: i64, check_code: &str) -> Decision {
+pub fn apply_broker_id(
+    state: &ReplicasInfo,
+    (cluster, broker_name): (&str, &str),
+    id: i64,
+    check_code: &str,
+) -> Decision {
     let address = address_of(check_code);
     let event = ControllerEvent::ApplyBrokerId {
         cluster: cluster.to_string(),
@@ -245,7 +250,8 @@ pub fn apply_broker_id(state: &ReplicasInfo, (cluster, broker_name): (&str, &str
         if state.groups() >= MAX_GROUPS {
             return over_bounds("a new group");
         }
-        if state.bytes() + added + super::replicas::group_bytes(cluster, broker_name) > super::replicas::MAX_STATE_BYTES {
+        if state.bytes() + added + super::replicas::group_bytes(cluster, broker_name) > super::replicas::MAX_STATE_BYTES
+        {
             return over_bounds("a new group past the state's 64 MiB");
         }
         if id == FIRST_BROKER_CONTROLLER_ID {
@@ -371,7 +377,8 @@ pub fn clean_broker_data(
         let remark = format!("Broker {broker_name} is not existed,clean broker data failure.");
         return Decision::refused(code::INVALID_CLEAN_BROKER_METADATA, remark);
     }
-    Decision::ok().with_event(ControllerEvent::CleanBrokerData { broker_name: broker_name.to_string(), broker_ids: ids })
+    Decision::ok()
+        .with_event(ControllerEvent::CleanBrokerData { broker_name: broker_name.to_string(), broker_ids: ids })
 }
 
 /// The groups whose master is no longer alive while another of their brokers is: the controller asks for

@@ -36,13 +36,18 @@ pub enum MembershipError {
 pub fn check(store: &Path, peers: &[Peer]) -> Result<(), MembershipError> {
     let path = store.join(FILE);
     let shown = path.display().to_string();
-    let configured: Vec<StoredPeer> = peers.iter().map(|p| StoredPeer { id: p.id.clone(), addr: p.addr.clone() }).collect();
+    let configured: Vec<StoredPeer> =
+        peers.iter().map(|p| StoredPeer { id: p.id.clone(), addr: p.addr.clone() }).collect();
     let unreadable = |reason: String| MembershipError::Unreadable { path: shown.clone(), reason };
     match std::fs::read(&path) {
         Ok(bytes) => {
             let stored: Vec<StoredPeer> = serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
             if stored != configured {
-                return Err(MembershipError::Changed { path: shown, stored: listed(&stored), configured: listed(&configured) });
+                return Err(MembershipError::Changed {
+                    path: shown,
+                    stored: listed(&stored),
+                    configured: listed(&configured),
+                });
             }
             Ok(())
         }

@@ -37,11 +37,11 @@ use crate::config::NamesrvConfig;
 pub use settings::{ControllerSettings, SettingsError};
 
 #[cfg(test)]
-mod tests;
+mod cluster_tests;
 #[cfg(test)]
 mod store_tests;
 #[cfg(test)]
-mod cluster_tests;
+mod tests;
 
 /// Java's `MixAll.FIRST_BROKER_CONTROLLER_ID`: the id of the first broker of a group.
 pub const FIRST_BROKER_CONTROLLER_ID: i64 = 1;
@@ -88,8 +88,11 @@ pub struct OwnRuntime(Option<tokio::runtime::Runtime>);
 
 impl OwnRuntime {
     pub fn new() -> std::io::Result<OwnRuntime> {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("rocketns-controller").enable_all().build()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("rocketns-controller")
+            .enable_all()
+            .build()?;
         Ok(OwnRuntime(Some(runtime)))
     }
 }

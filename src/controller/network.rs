@@ -59,7 +59,8 @@ impl RaftNetworkFactory<ControllerRaft> for PeerNetwork {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        let slot = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(target).or_default().clone();
+        let slot =
+            self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(target).or_default().clone();
         let target_id = self.peers.get(target as usize).map(|p| p.id.clone()).unwrap_or_default();
         PeerClient { target, target_id, addr: node.addr.clone(), gate: self.gate.clone(), slot }
     }
@@ -164,10 +165,16 @@ pub async fn serve(
                 }
                 appends(rpc, term, purged)
             };
-            answer(&req.body, check, |rpc| raft.append_entries(rpc))
-                .await
+            answer(&req.body, check, |rpc| raft.append_entries(rpc)).await
         }
-        code::RAFT_VOTE => answer(&req.body, |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term), |rpc| raft.vote(rpc)).await,
+        code::RAFT_VOTE => {
+            answer(
+                &req.body,
+                |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term),
+                |rpc| raft.vote(rpc),
+            )
+            .await
+        }
         _ => {
             let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term, arriving);
             answer(&req.body, check, |rpc| raft.install_snapshot(rpc)).await

@@ -11,9 +11,8 @@ use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
 use tokio::sync::mpsc;
 
-use super::heartbeat::{BrokerIdentity, HeartbeatTable};
 use super::gate::PeerGate;
-use super::stats::ControllerStats;
+use super::heartbeat::{BrokerIdentity, HeartbeatTable};
 use super::log_store::LogStore;
 use super::machine::StateMachine;
 use super::manager::{self, Body, Decision, ElectRequest};
@@ -21,6 +20,7 @@ use super::network::PeerNetwork;
 use super::notify::RoleChange;
 use super::raft::ControllerRaft;
 use super::settings::ControllerSettings;
+use super::stats::ControllerStats;
 use super::switches::Switches;
 use super::wire::{self, ControllerRequest};
 use crate::error::{RequestError, shown};
@@ -108,7 +108,9 @@ impl ControllerNode {
         machine.share_snapshot_time(stats.snapshot_time.clone());
         let gate = Arc::new(PeerGate::new(&settings.peers, settings.peer_secret.as_deref()));
         if !gate.authenticates() && settings.peers.len() > 1 {
-            tracing::warn!("controller: no controllerPeerSecretFile: Raft frames are taken from the peers' addresses unsigned (SECURITY.md)");
+            tracing::warn!(
+                "controller: no controllerPeerSecretFile: Raft frames are taken from the peers' addresses unsigned (SECURITY.md)"
+            );
         }
         let network = PeerNetwork::new(gate.clone(), settings.peers.clone());
         let raft = Raft::new(settings.self_id, raft_config()?, network, log, machine.clone())
@@ -176,7 +178,12 @@ impl ControllerNode {
     async fn serve(&self, request: &ControllerRequest, conn: u64) -> Result<RemotingCommand, RequestError> {
         match request {
             ControllerRequest::Heartbeat(hb) => {
-                let known = self.machine.applied().state.replicas(&hb.broker_name).is_some_and(|r| r.brokers.contains_key(&hb.broker_id));
+                let known = self
+                    .machine
+                    .applied()
+                    .state
+                    .replicas(&hb.broker_name)
+                    .is_some_and(|r| r.brokers.contains_key(&hb.broker_id));
                 self.heartbeats.beat(hb, conn, known)?;
                 Ok(RemotingCommand::response(response::SUCCESS, Some("Heart beat success".into())))
             }
@@ -253,7 +260,8 @@ impl ControllerNode {
         }
         let resp = wire::reply(request, &decision);
         if let ControllerRequest::ElectMaster { .. } = request {
-            let counter = if decision.code == response::SUCCESS { &self.stats.elected } else { &self.stats.election_failed };
+            let counter =
+                if decision.code == response::SUCCESS { &self.stats.elected } else { &self.stats.election_failed };
             ControllerStats::count(counter);
             self.announce(&decision);
         }
@@ -289,8 +297,9 @@ impl ControllerNode {
                 })
                 .collect()
         };
-        let alive =
-            |cluster: &str, name: &str, id: i64| super::elect::BrokerLiveness::is_alive(&self.heartbeats, cluster, name, id);
+        let alive = |cluster: &str, name: &str, id: i64| {
+            super::elect::BrokerLiveness::is_alive(&self.heartbeats, cluster, name, id)
+        };
         let mut resp = RemotingCommand::response(response::SUCCESS, None);
         resp.body = wire::broker_replicas_info(&groups, &alive).into();
         Ok(resp)
@@ -301,9 +310,8 @@ impl ControllerNode {
     /// only once its state machine has caught up with its log. openraft's read index alone let the first
     /// read after a restart see the snapshot's state (`tests/wire_controller.rs`).
     async fn caught_up(&self) -> Result<(), RequestError> {
-        let applied_all = |m: &openraft::RaftMetrics<u64, openraft::BasicNode>| {
-            m.last_applied.map(|id| id.index) >= m.last_log_index
-        };
+        let applied_all =
+            |m: &openraft::RaftMetrics<u64, openraft::BasicNode>| m.last_applied.map(|id| id.index) >= m.last_log_index;
         match self.raft.wait(Some(WAIT)).metrics(applied_all, "the log applied").await {
             Ok(_) => Ok(()),
             Err(e) => Err(RequestError::ControllerReplication(format!("the state is not caught up with the log: {e}"))),
@@ -432,7 +440,8 @@ impl ControllerNode {
         let state = &applied.state;
         for (name, sync) in state.sync_states().filter(|(_, sync)| sync.first_election()) {
             let Some(replicas) = state.replicas(name) else { continue };
-            let alive = |id: &i64| super::elect::BrokerLiveness::is_alive(&self.heartbeats, &replicas.cluster, name, *id);
+            let alive =
+                |id: &i64| super::elect::BrokerLiveness::is_alive(&self.heartbeats, &replicas.cluster, name, *id);
             if replicas.brokers.keys().any(alive) {
                 continue;
             }

@@ -50,7 +50,12 @@ pub async fn run(mut changes: mpsc::Receiver<RoleChange>) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(change) = changes.recv().await {
         let brokers: Vec<String> = change.targets.iter().map(|a| crate::error::shown(a, 128).into_owned()).collect();
-        tracing::info!(master = change.master_id, epoch = change.master_epoch, ?brokers, "controller: notifying a role change");
+        tracing::info!(
+            master = change.master_id,
+            epoch = change.master_epoch,
+            ?brokers,
+            "controller: notifying a role change"
+        );
         let request = change.request();
         for addr in change.targets {
             let Ok(permit) = in_flight.clone().acquire_owned().await else { return };

@@ -184,7 +184,9 @@ impl ReplicasInfo {
                     }
                 }
             }
-            ControllerEvent::CleanBrokerData { broker_name, broker_ids } => self.clean(broker_name, broker_ids.as_ref()),
+            ControllerEvent::CleanBrokerData { broker_name, broker_ids } => {
+                self.clean(broker_name, broker_ids.as_ref())
+            }
             ControllerEvent::UpdateBrokerAddress { broker_name, address, broker_id } => {
                 if let Some(entry) = self.replicas.get_mut(broker_name).and_then(|r| r.brokers.get_mut(broker_id)) {
                     self.bytes -= entry_bytes(&entry.address, &entry.check_code);

@@ -19,7 +19,8 @@ use crate::error::RequestError;
 use crate::store::fsutil::{ReplaceError, replace_durably};
 
 /// The keys UPDATE_CONTROLLER_CONFIG may change; each applies from the next decision or scan.
-pub const UPDATABLE_KEYS: &[&str] = &["enableElectUncleanMaster", "notifyBrokerRoleChanged", "scanInactiveMasterInterval"];
+pub const UPDATABLE_KEYS: &[&str] =
+    &["enableElectUncleanMaster", "notifyBrokerRoleChanged", "scanInactiveMasterInterval"];
 
 /// The file under `controllerStorePath` that keeps the changes.
 pub const FILE: &str = "controller.properties";
@@ -85,8 +86,10 @@ impl Switches {
         let text = std::str::from_utf8(body).map_err(|_| ConfigUpdateError::Unparsable)?;
         let _one_at_a_time = self.updating.lock().await;
         let next = self.current.load().with_remote_update_of(text, UPDATABLE_KEYS)?;
-        let contents =
-            format!("# Written by rocketns on UPDATE_CONTROLLER_CONFIG; read at start over the -c file.\n{}", text_of(&next));
+        let contents = format!(
+            "# Written by rocketns on UPDATE_CONTROLLER_CONFIG; read at start over the -c file.\n{}",
+            text_of(&next)
+        );
         let file = self.file.clone();
         let written = tokio::task::spawn_blocking(move || replace_durably(&file, contents.as_bytes()))
             .await
@@ -152,7 +155,12 @@ mod tests {
         assert!(matches!(failed, Err(RequestError::Persist(_))), "{failed:?}");
         assert!(!switches.elect_unclean_master() && !switches.notify_broker_role_changed(), "nothing applied");
         let kept = std::fs::read_to_string(dir.path().join(FILE)).expect("the file");
-        assert!(kept.ends_with("enableElectUncleanMaster=false\nnotifyBrokerRoleChanged=false\nscanInactiveMasterInterval=5000\n"), "{kept}");
+        assert!(
+            kept.ends_with(
+                "enableElectUncleanMaster=false\nnotifyBrokerRoleChanged=false\nscanInactiveMasterInterval=5000\n"
+            ),
+            "{kept}"
+        );
 
         let refused = switches.update(b"enableElectUncleanMaster=true\nlistenPort=1\n").await;
         assert!(matches!(refused, Err(RequestError::ConfigUpdate(ConfigUpdateError::StartupOnly(_)))), "{refused:?}");

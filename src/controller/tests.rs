@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::elect::{BrokerLiveInfo, BrokerLiveness};
 use super::manager::{self, Body, ElectRequest};
-use crate::protocol::codes::controller as code;
 use super::replicas::{ControllerEvent, ReplicasInfo};
+use crate::protocol::codes::controller as code;
 
 const CLUSTER: &str = "cluster-a";
 const GROUP: &str = "broker-set-a";
@@ -75,7 +75,8 @@ fn controller_elect(state: &ReplicasInfo, live: &dyn BrokerLiveness) -> manager:
 }
 
 fn alter(state: &mut ReplicasInfo, master: (i64, i32), new_set: &[i64], set_epoch: i32) {
-    let decision = manager::alter_sync_state_set(state, (GROUP, master.0, master.1), (&set(new_set), set_epoch), &all_alive());
+    let decision =
+        manager::alter_sync_state_set(state, (GROUP, master.0, master.1), (&set(new_set), set_epoch), &all_alive());
     assert_eq!(decision.code, 0, "{:?}", decision.remark);
     apply(state, &decision);
     let info = manager::replica_info(state, GROUP);
@@ -168,7 +169,8 @@ fn admins_elect_a_designated_live_broker_only() {
     let mut state = three_in_sync();
     let decision = controller_elect(&state, &live(|id| id != 1));
     apply(&mut state, &decision);
-    let (new_master, epoch) = (decision.master.master_broker_id.expect("elected"), decision.master.master_epoch.expect("epoch"));
+    let (new_master, epoch) =
+        (decision.master.master_broker_id.expect("elected"), decision.master.master_epoch.expect("epoch"));
     assert_ne!(new_master, 1);
     assert_eq!(epoch, 2);
     alter(&mut state, (new_master, epoch), &[1, 2, 3], decision.master.sync_state_set_epoch.expect("epoch"));

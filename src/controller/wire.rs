@@ -32,19 +32,54 @@ pub struct Heartbeat {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControllerRequest {
-    AlterSyncStateSet { broker_name: String, master_id: i64, master_epoch: i32, set: BTreeSet<i64>, set_epoch: i32 },
-    ElectMaster { cluster: String, broker_name: String, broker_id: i64, designate: bool },
-    RegisterBroker { cluster: Option<String>, broker_name: String, broker_id: i64, address: String },
-    GetReplicaInfo { broker_name: String },
+    AlterSyncStateSet {
+        broker_name: String,
+        master_id: i64,
+        master_epoch: i32,
+        set: BTreeSet<i64>,
+        set_epoch: i32,
+    },
+    ElectMaster {
+        cluster: String,
+        broker_name: String,
+        broker_id: i64,
+        designate: bool,
+    },
+    RegisterBroker {
+        cluster: Option<String>,
+        broker_name: String,
+        broker_id: i64,
+        address: String,
+    },
+    GetReplicaInfo {
+        broker_name: String,
+    },
     GetMetadata,
     Heartbeat(Heartbeat),
-    GetSyncStateData { broker_names: Vec<String> },
-    CleanBrokerData { cluster: String, broker_name: String, ids: Option<String>, clean_living: bool },
-    GetNextBrokerId { cluster: Option<String>, broker_name: String },
-    ApplyBrokerId { cluster: Option<String>, broker_name: String, broker_id: i64, check_code: String },
+    GetSyncStateData {
+        broker_names: Vec<String>,
+    },
+    CleanBrokerData {
+        cluster: String,
+        broker_name: String,
+        ids: Option<String>,
+        clean_living: bool,
+    },
+    GetNextBrokerId {
+        cluster: Option<String>,
+        broker_name: String,
+    },
+    ApplyBrokerId {
+        cluster: Option<String>,
+        broker_name: String,
+        broker_id: i64,
+        check_code: String,
+    },
     GetConfig,
     /// Java properties text; Java takes an empty body as nothing to change.
-    UpdateConfig { body: bytes::Bytes },
+    UpdateConfig {
+        body: bytes::Bytes,
+    },
 }
 
 /// Java's SyncStateSet body.
@@ -89,7 +124,9 @@ impl ControllerRequest {
                 broker_id: needed(long_field(req, "brokerId")?, "brokerId")?,
                 address: required(req, "brokerAddress")?.to_string(),
             },
-            code::GET_REPLICA_INFO => ControllerRequest::GetReplicaInfo { broker_name: required(req, "brokerName")?.to_string() },
+            code::GET_REPLICA_INFO => {
+                ControllerRequest::GetReplicaInfo { broker_name: required(req, "brokerName")?.to_string() }
+            }
             code::GET_METADATA_INFO => ControllerRequest::GetMetadata,
             crate::protocol::codes::request::BROKER_HEARTBEAT => ControllerRequest::Heartbeat(heartbeat(req)?),
             code::GET_SYNC_STATE_DATA => ControllerRequest::GetSyncStateData { broker_names: broker_names(&req.body)? },
@@ -324,54 +361,54 @@ fn write_replicas_info(
     sync: &SyncStateInfo,
     alive: &dyn Fn(&str, &str, i64) -> bool,
 ) {
-        let replica = |out: &mut Vec<u8>, id: i64, addr: &str| {
-            out.extend_from_slice(b"{\"alive\":");
-            write_bool(out, alive(&replicas.cluster, name, id));
-            out.push(b',');
-            write_key(out, "brokerAddress");
-            write_str(out, addr, JsonStyle::Fastjson);
-            out.push(b',');
-            write_key(out, "brokerId");
-            write_int(out, id);
-            out.push(b',');
-            write_key(out, "brokerName");
-            write_str(out, name, JsonStyle::Fastjson);
-            out.push(b'}');
-        };
-        let list = |out: &mut Vec<u8>, in_sync: bool| {
-            out.push(b'[');
-            let members = replicas.brokers.iter().filter(|(id, _)| sync.sync_state_set.contains(id) == in_sync);
-            for (i, (id, entry)) in members.enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                replica(out, *id, &entry.address);
-            }
-            out.push(b']');
-        };
-        out.push(b'{');
-        write_key(out, "inSyncReplicas");
-        list(out, true);
+    let replica = |out: &mut Vec<u8>, id: i64, addr: &str| {
+        out.extend_from_slice(b"{\"alive\":");
+        write_bool(out, alive(&replicas.cluster, name, id));
         out.push(b',');
-        if let Some(addr) = replicas.address(sync.master) {
-            write_key(out, "masterAddress");
-            write_str(out, addr, JsonStyle::Fastjson);
-            out.push(b',');
-        }
-        if let Some(master) = sync.master {
-            write_key(out, "masterBrokerId");
-            write_int(out, master);
-            out.push(b',');
-        }
-        write_key(out, "masterEpoch");
-        write_int(out, i64::from(sync.master_epoch));
+        write_key(out, "brokerAddress");
+        write_str(out, addr, JsonStyle::Fastjson);
         out.push(b',');
-        write_key(out, "notInSyncReplicas");
-        list(out, false);
+        write_key(out, "brokerId");
+        write_int(out, id);
         out.push(b',');
-        write_key(out, "syncStateSetEpoch");
-        write_int(out, i64::from(sync.sync_state_set_epoch));
+        write_key(out, "brokerName");
+        write_str(out, name, JsonStyle::Fastjson);
         out.push(b'}');
+    };
+    let list = |out: &mut Vec<u8>, in_sync: bool| {
+        out.push(b'[');
+        let members = replicas.brokers.iter().filter(|(id, _)| sync.sync_state_set.contains(id) == in_sync);
+        for (i, (id, entry)) in members.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            replica(out, *id, &entry.address);
+        }
+        out.push(b']');
+    };
+    out.push(b'{');
+    write_key(out, "inSyncReplicas");
+    list(out, true);
+    out.push(b',');
+    if let Some(addr) = replicas.address(sync.master) {
+        write_key(out, "masterAddress");
+        write_str(out, addr, JsonStyle::Fastjson);
+        out.push(b',');
+    }
+    if let Some(master) = sync.master {
+        write_key(out, "masterBrokerId");
+        write_int(out, master);
+        out.push(b',');
+    }
+    write_key(out, "masterEpoch");
+    write_int(out, i64::from(sync.master_epoch));
+    out.push(b',');
+    write_key(out, "notInSyncReplicas");
+    list(out, false);
+    out.push(b',');
+    write_key(out, "syncStateSetEpoch");
+    write_int(out, i64::from(sync.sync_state_set_epoch));
+    out.push(b'}');
 }
 
 /// Where each of `names` (each once) comes in the order a Java HashMap of them iterates (by bucket, then

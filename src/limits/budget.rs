@@ -202,7 +202,8 @@ impl Charge {
     /// registration's share that travels to the route writer while the rest is given back.
     pub fn split_off(&mut self, bytes: usize) -> Charge {
         let bytes = bytes.min(self.bytes);
-        let permit = if bytes == self.bytes { self.permit.take() } else { self.permit.as_mut().and_then(|p| p.split(bytes)) };
+        let permit =
+            if bytes == self.bytes { self.permit.take() } else { self.permit.as_mut().and_then(|p| p.split(bytes)) };
         self.bytes -= bytes;
         Charge { permit, bytes, pool: self.pool.clone() }
     }

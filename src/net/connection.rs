@@ -17,18 +17,18 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::time::Sleep;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Instant;
+use tokio::time::Sleep;
 use tokio_util::codec::Decoder;
 
 use crate::limits::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
+use crate::limits::throttle::client_log;
 use crate::ops::metrics::RequestTally;
 use crate::protocol::codes::{request, response};
 use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, RepeatedHeader, announced_frame_len, peek_header};
 use crate::route::{BrokerAddrKey, ConnId};
 use crate::state::ServerState;
-use crate::limits::throttle::client_log;
 
 /// A connection reads at most this much at first: a polling client's request with room to spare. Reads that
 /// fill it double it, up to `SMALL_FRAME` (as Netty's adaptive receive buffer grows for Java), so a
@@ -387,7 +387,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Answers one request into `out`.
-    async fn answer(&mut self, cmd: &mut RemotingCommand, room: RequestRoom, out: &mut OutQueue, tally: &mut RequestTally) {
+    async fn answer(
+        &mut self,
+        cmd: &mut RemotingCommand,
+        room: RequestRoom,
+        out: &mut OutQueue,
+        tally: &mut RequestTally,
+    ) {
         let started = self.started(cmd, tally);
         let code = crate::processor::dispatch(&self.state, cmd, self.caller(), out, room).await;
         self.answered_with(cmd, code, started, tally);
@@ -401,7 +407,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Counts a request answered with `code`.
-    fn answered_with(&mut self, cmd: &RemotingCommand, code: i32, started: Option<std::time::Instant>, tally: &mut RequestTally) {
+    fn answered_with(
+        &mut self,
+        cmd: &RemotingCommand,
+        code: i32,
+        started: Option<std::time::Instant>,
+        tally: &mut RequestTally,
+    ) {
         if let Some(started) = started {
             self.state.metrics.record_lookup_latency(started.elapsed());
         }

@@ -10,8 +10,8 @@
 //! changes themselves (KV, config) are fsynced by their own stores before SUCCESS.
 
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,9 +19,9 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use serde_json::{Map, Value, json};
 
-use crate::processor::acl::{ACCESS_KEY, SIGNATURE};
 use crate::error::shown;
 use crate::ops::metrics::Metrics;
+use crate::processor::acl::{ACCESS_KEY, SIGNATURE};
 use crate::protocol::codes::{controller_request, request, response};
 use crate::remoting::RemotingCommand;
 
@@ -86,7 +86,11 @@ fn queued(metrics: &Metrics) -> &std::sync::atomic::AtomicI64 {
 impl AuditLog {
     /// To the ordinary log.
     pub fn to_log(metrics: Arc<Metrics>) -> Self {
-        AuditLog { file: None, metrics, lines: crate::limits::throttle::LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE) }
+        AuditLog {
+            file: None,
+            metrics,
+            lines: crate::limits::throttle::LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE),
+        }
     }
 
     /// To the ordinary log when `path` is empty, else appended to the file at `path` (created if missing).
@@ -96,12 +100,7 @@ impl AuditLog {
         }
         let failed = |source| AuditOpenError { path: path.to_string(), source };
         // KV values and config updates are in it: not for every local user (SECURITY.md).
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o640)
-            .open(path)
-            .map_err(failed)?;
+        let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o640).open(path).map_err(failed)?;
         let (sender, lines) = std::sync::mpsc::sync_channel(QUEUE);
         let (path, counters) = (PathBuf::from(path), metrics.clone());
         std::thread::Builder::new()

@@ -213,17 +213,33 @@ fn lookup_cores(out: &mut String, state: &ServerState) {
 fn controller(out: &mut String, c: &crate::controller::stats::ControllerStats) {
     let n = |v: &AtomicU64| count(v);
     let gauges = [
-        ("rocketns_controller_leader", "1 while this controller node leads with a majority answering it.", gauge(&c.leader)),
-        ("rocketns_controller_has_leader", "1 while this controller node knows a leader (itself included).", gauge(&c.has_leader)),
+        (
+            "rocketns_controller_leader",
+            "1 while this controller node leads with a majority answering it.",
+            gauge(&c.leader),
+        ),
+        (
+            "rocketns_controller_has_leader",
+            "1 while this controller node knows a leader (itself included).",
+            gauge(&c.has_leader),
+        ),
         ("rocketns_controller_term", "The controller node's Raft term.", n(&c.term)),
-        ("rocketns_controller_log_records", "Entries in the controller's Raft log since its last purge.", n(&c.log_records)),
+        (
+            "rocketns_controller_log_records",
+            "Entries in the controller's Raft log since its last purge.",
+            n(&c.log_records),
+        ),
         ("rocketns_controller_log_bytes", "Bytes of the controller's Raft log file.", n(&c.log_bytes)),
         (
             "rocketns_controller_snapshot_timestamp_seconds",
             "When the controller's last snapshot was written or installed (Unix seconds; 0 before any).",
             n(&c.snapshot_time),
         ),
-        ("rocketns_controller_live_brokers", "Brokers whose heartbeats this controller node follows.", n(&c.live_brokers)),
+        (
+            "rocketns_controller_live_brokers",
+            "Brokers whose heartbeats this controller node follows.",
+            n(&c.live_brokers),
+        ),
     ];
     for (name, help, value) in gauges {
         single(out, (name, "gauge"), help, value);

@@ -21,11 +21,11 @@ use tokio::time::Instant;
 use super::client::{OutboundError, PeerConnection};
 use crate::config::ClientProperties;
 use crate::error::RequestError;
+use crate::limits::throttle::client_log;
 use crate::ops::metrics::Metrics;
 use crate::protocol::codes::{request, response};
 use crate::protocol::remote_route::RemoteRoute;
 use crate::remoting::{ExtFields, RemotingCommand};
-use crate::limits::throttle::client_log;
 
 /// Java's `connectTimeoutMillis`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -96,7 +96,11 @@ impl ProductEnv {
     ) -> Result<(), RequestError> {
         let Ok(permit) = self.pending.clone().try_acquire_owned() else {
             self.metrics.outbound.product_busy.fetch_add(1, Ordering::Relaxed);
-            client_log!(warn, waiting = MAX_PENDING, "cluster-test lookup refused: too many wait for the product environment");
+            client_log!(
+                warn,
+                waiting = MAX_PENDING,
+                "cluster-test lookup refused: too many wait for the product environment"
+            );
             return Err(RequestError::Busy);
         };
         let (this, topic, zone) = (self.clone(), topic.to_string(), zone.map(str::to_string));
@@ -282,7 +286,8 @@ mod tests {
         let conn = PeerConnection::connect(&addr, CONNECT_TIMEOUT).await.unwrap();
         let _peer = peer.await.unwrap().unwrap();
         let ask = RemotingCommand::request(request::GET_ROUTEINFO_BY_TOPIC, ExtFields::new());
-        let given_up = tokio::time::timeout(Duration::from_millis(50), conn.request(ask, Duration::from_secs(60))).await;
+        let given_up =
+            tokio::time::timeout(Duration::from_millis(50), conn.request(ask, Duration::from_secs(60))).await;
         assert!(given_up.is_err(), "no reply: the caller gave up first");
         assert_eq!(conn.pending(), 0);
     }

@@ -8,15 +8,15 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::{bool_field, long_field, required, success};
-use crate::limits::budget::{CONNECTION_DECODE, Charge, RequestRoom};
 use crate::error::RequestError;
-use crate::store::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
+use crate::limits::budget::{CONNECTION_DECODE, Charge, RequestRoom};
 use crate::protocol::register_body::{BodyError, ReceivedBody, RegisterBrokerBody};
 use crate::protocol::route_data::QueueDatasOnly;
 use crate::protocol::{DataVersion, QueueData, lenient};
 use crate::remoting::{ExtFields, RemotingCommand};
 use crate::route::{BrokerAddrKey, BrokerRegistration, ConnId, RouteMutation, UnregisterRequest};
 use crate::state::ServerState;
+use crate::store::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 
 /// `bodyCrc32`: CRC-32 of the body as received, top bit cleared; 0 (or absent) means "not checked". It is
 /// checked where the body is decoded (`ReceivedBody::decode_within`, on the blocking pool).
@@ -192,7 +192,8 @@ pub(super) async fn register_topic(
     }
     let invalid = |e: &dyn std::fmt::Display| RequestError::InvalidBody(format!("invalid topic route body: {e}"));
     let (parsed, _) = crate::protocol::meter::metered(room.for_processing(), || {
-        crate::protocol::meter::charge(crate::protocol::meter::longest_quoted_run(&req.body)).map_err(|e| invalid(&e))?;
+        crate::protocol::meter::charge(crate::protocol::meter::longest_quoted_run(&req.body))
+            .map_err(|e| invalid(&e))?;
         lenient::from_fastjson_slice::<QueueDatasOnly>(&req.body).map_err(|e| invalid(&e))
     })
     .map_err(|e| invalid(&e))?;
@@ -217,7 +218,10 @@ pub(super) fn query_data_version(p: &ServerState, req: &RemotingCommand) -> Resu
     let reported = if req.body.is_empty() {
         None
     } else {
-        Some(DataVersion::parse(&req.body).map_err(|e| RequestError::InvalidBody(format!("invalid DataVersion body: {e}")))?)
+        Some(
+            DataVersion::parse(&req.body)
+                .map_err(|e| RequestError::InvalidBody(format!("invalid DataVersion body: {e}")))?,
+        )
     };
     let live = &p.routes.liveness;
     let changed = live.is_data_version_changed(&key, reported.as_ref());

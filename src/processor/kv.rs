@@ -9,10 +9,10 @@ use bytes::Bytes;
 
 use super::{required, success};
 use crate::error::RequestError;
-use crate::store::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 use crate::remoting::RemotingCommand;
 use crate::route::RouteMutation;
 use crate::state::ServerState;
+use crate::store::kvconfig::{ORDER_TOPIC_CONFIG, encode_kv_table};
 
 fn namespace_and_key(req: &RemotingCommand) -> Result<(&str, &str), RequestError> {
     match (req.ext("namespace"), req.ext("key")) {

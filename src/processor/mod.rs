@@ -10,15 +10,15 @@ mod query;
 
 pub(crate) use query::table_body;
 
-use crate::limits::budget::{Charge, RequestRoom};
 use crate::config::NamesrvConfig;
 use crate::error::RequestError;
+use crate::limits::budget::{Charge, RequestRoom};
+use crate::limits::throttle::client_log;
 use crate::protocol::codes::{request, response, version};
 use crate::protocol::lenient;
 use crate::remoting::{OutQueue, RemotingCommand};
 use crate::route::{ConnId, RouteConfig};
 use crate::state::ServerState;
-use crate::limits::throttle::client_log;
 
 /// Who sent a request: its connection, and the address it came from (for the audit log).
 #[derive(Debug, Clone, Copy)]
@@ -190,7 +190,10 @@ async fn answer(
 
 /// A request's signature (`aclEnable`): checked here for a small request; a large body's HMAC (a
 /// registration's megabytes) is computed on the blocking pool, off the threads that answer lookups.
-async fn check_signature(acl: &std::sync::Arc<crate::processor::acl::AccessControl>, req: &RemotingCommand) -> Result<(), RequestError> {
+async fn check_signature(
+    acl: &std::sync::Arc<crate::processor::acl::AccessControl>,
+    req: &RemotingCommand,
+) -> Result<(), RequestError> {
     let checked = if req.body.len() <= crate::limits::budget::SMALL_FRAME {
         acl.check(req)
     } else {

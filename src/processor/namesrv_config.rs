@@ -35,7 +35,9 @@ pub(super) async fn update_config(p: &ServerState, req: &RemotingCommand) -> Res
     }
     let text = String::from_utf8(req.body.to_vec()).map_err(|_| ConfigUpdateError::Unparsable)?;
     let p = p.clone();
-    crate::limits::offload::to_completion(async move { apply_update(&p, &text).await }).await.ok_or(RequestError::ShuttingDown)?
+    crate::limits::offload::to_completion(async move { apply_update(&p, &text).await })
+        .await
+        .ok_or(RequestError::ShuttingDown)?
 }
 
 /// Checks, writes and applies an update; run to its end (`offload::to_completion`), one at a time.
@@ -46,9 +48,10 @@ async fn apply_update(p: &ServerState, text: &str) -> Result<RemotingCommand, Re
     if let Some(path) = &p.config_file {
         let contents = next.to_properties_file();
         let path = path.clone();
-        let written = tokio::task::spawn_blocking(move || crate::store::fsutil::replace_durably(&path, contents.as_bytes()))
-            .await
-            .unwrap_or_else(|e| Err(crate::store::fsutil::ReplaceError::Unchanged(std::io::Error::other(e))));
+        let written =
+            tokio::task::spawn_blocking(move || crate::store::fsutil::replace_durably(&path, contents.as_bytes()))
+                .await
+                .unwrap_or_else(|e| Err(crate::store::fsutil::ReplaceError::Unchanged(std::io::Error::other(e))));
         if let Err(e) = written {
             p.metrics.file_write_failures.config.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::warn!(error = %e, "config update refused: the config file could not be written");

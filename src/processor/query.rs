@@ -11,11 +11,11 @@ use bytes::Bytes;
 
 use super::{bool_field, required, success};
 use crate::error::RequestError;
-use crate::protocol::json::{self, JsonStyle};
+use crate::outbound::product_env::ProductEnv;
 use crate::protocol::codes::{response, version};
+use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::route_data::write_broker_addrs;
 use crate::remoting::{OutQueue, RemotingCommand};
-use crate::outbound::product_env::ProductEnv;
 use crate::route::encode::{encode_route_for_cluster_test, encode_route_for_zone};
 use crate::route::snapshot::{Encoded, RouteBody, TableBody, encode_topic_list};
 use crate::state::ServerState;
@@ -119,7 +119,9 @@ pub(crate) async fn table_body(p: &ServerState, body: TableBody) -> Result<Encod
             let snapshot = snapshot.clone();
             async move {
                 p.metrics.table_bodies_encoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                crate::limits::offload::on_blocking_pool(move || snapshot.encode(body)).await.ok_or(RequestError::ShuttingDown)
+                crate::limits::offload::on_blocking_pool(move || snapshot.encode(body))
+                    .await
+                    .ok_or(RequestError::ShuttingDown)
             }
         })
         .await?;
@@ -146,7 +148,10 @@ pub(super) async fn get_all_topic_list(p: &ServerState) -> Result<RemotingComman
 }
 
 /// GET_TOPICS_BY_CLUSTER (header key `cluster`): topics with queues on any broker of the cluster.
-pub(super) async fn get_topics_by_cluster(p: &ServerState, req: &RemotingCommand) -> Result<RemotingCommand, RequestError> {
+pub(super) async fn get_topics_by_cluster(
+    p: &ServerState,
+    req: &RemotingCommand,
+) -> Result<RemotingCommand, RequestError> {
     if !p.config.load().enable_topic_list {
         return Err(RequestError::Disabled);
     }

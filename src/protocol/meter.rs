@@ -38,7 +38,10 @@ thread_local! {
 /// Runs `decode` on this thread with `allowance` bytes to build, and returns its result with the bytes
 /// still held at its end (what the decoded value keeps; `release`d scratch space is not counted); `Err`
 /// when it went over at any moment (its own error then only says where it was stopped).
-pub fn metered<T, E>(allowance: usize, decode: impl FnOnce() -> Result<T, E>) -> Result<(Result<T, E>, usize), OverAllowance> {
+pub fn metered<T, E>(
+    allowance: usize,
+    decode: impl FnOnce() -> Result<T, E>,
+) -> Result<(Result<T, E>, usize), OverAllowance> {
     let outer = METER.replace(Some(Meter { allowance, ..Meter::default() }));
     let result = decode();
     let meter = METER.replace(outer).unwrap_or_default();
@@ -315,8 +318,7 @@ mod tests {
     #[test]
     fn a_decode_within_its_allowance_reports_what_it_built() {
         let json = br#"{"names":["a","bb","ccc"]}"#;
-        let (parsed, held) =
-            metered(10_000, || serde_json::from_slice::<Lists>(json)).expect("within the allowance");
+        let (parsed, held) = metered(10_000, || serde_json::from_slice::<Lists>(json)).expect("within the allowance");
         assert_eq!(parsed.unwrap().names, ["a", "bb", "ccc"]);
         let strings = alloc_cost(1) + alloc_cost(2) + alloc_cost(3);
         assert_eq!(held, strings + alloc_cost(4 * size_of::<String>()));

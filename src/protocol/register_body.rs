@@ -84,9 +84,8 @@ impl ReceivedBody {
         if self.crc32 != 0 && (crc32fast::hash(&self.bytes) & 0x7FFF_FFFF) as i32 != self.crc32 {
             return Err(BodyError::CrcMismatch);
         }
-        let (decoded, used) = meter::metered(allowance, || {
-            RegisterBrokerBody::decode(&self.bytes, self.compressed, self.version)
-        })?;
+        let (decoded, used) =
+            meter::metered(allowance, || RegisterBrokerBody::decode(&self.bytes, self.compressed, self.version))?;
         Ok((decoded?, used))
     }
 
@@ -283,7 +282,8 @@ impl<'a> Inflated<'a> {
 
     fn chunk(&mut self, what: &str) -> Result<&[u8], BodyError> {
         let len = self.int(what)?;
-        let len = usize::try_from(len).map_err(|_| BodyError::Compressed(format!("{what} length {len} out of bounds")))?;
+        let len =
+            usize::try_from(len).map_err(|_| BodyError::Compressed(format!("{what} length {len} out of bounds")))?;
         if len as u64 > MAX_INFLATED_BODY {
             return Err(BodyError::TooLarge);
         }
@@ -385,8 +385,8 @@ fn decode_compressed(body: &[u8], version: i32) -> Result<RegisterBrokerBody, Bo
     }
     let filters = inflated.chunk("filter server list")?;
     meter::charge(meter::alloc_cost(meter::longest_quoted_run(filters)))?;
-    let filters: FilterServers = serde_json::from_slice(filters)
-        .map_err(|e| BodyError::Compressed(format!("filter server list: {e}")))?;
+    let filters: FilterServers =
+        serde_json::from_slice(filters).map_err(|e| BodyError::Compressed(format!("filter server list: {e}")))?;
     let mut topic_queue_mappings = Vec::new();
     if version >= super::codes::version::V5_0_0 && !inflated.at_end()? {
         let count = inflated.int("mapping count")?;
@@ -422,12 +422,10 @@ fn parse_topic_config_text(text: &str) -> Result<TopicConfig, BodyError> {
         return Err(BodyError::Compressed(format!("topic config {text:?} has fewer than five fields")));
     }
     let int = |s: &str| {
-        lenient::parse_java_long(s)
-            .and_then(|v| i32::try_from(v).ok())
-            .ok_or_else(|| {
-                let (text, s) = (crate::error::shown(text, 256), crate::error::shown(s, 64));
-                BodyError::Compressed(format!("topic config {text:?}: {s:?} is not an int"))
-            })
+        lenient::parse_java_long(s).and_then(|v| i32::try_from(v).ok()).ok_or_else(|| {
+            let (text, s) = (crate::error::shown(text, 256), crate::error::shown(s, 64));
+            BodyError::Compressed(format!("topic config {text:?}: {s:?} is not an int"))
+        })
     };
     meter::charge(meter::alloc_cost(fields[0].len()))?;
     Ok(TopicConfig {
@@ -516,7 +514,8 @@ mod tests {
     fn java_bodies_decode_within_their_first_allowance() {
         let dv = DataVersion { counter: 7, state_version: 0, timestamp: 1_700_000_000_000 };
         for (count, name) in [(1, "t"), (30, "t"), (1000, "t"), (100_000, "t"), (100_000, "topic-with-a-longer-name")] {
-            let topics: Vec<TopicConfig> = (0..count).map(|i| TopicConfig::new(format!("{name}{i}"), 8, 8, 6)).collect();
+            let topics: Vec<TopicConfig> =
+                (0..count).map(|i| TopicConfig::new(format!("{name}{i}"), 8, 8, 6)).collect();
             for compressed in [false, true] {
                 let bytes = if compressed {
                     crate::testing::register_body_compressed(&dv, &topics, &[])
@@ -531,7 +530,10 @@ mod tests {
                 };
                 let (body, held) = received.decode_within(allowance).expect("decoded within its first allowance");
                 assert_eq!(body.topic_configs.len(), count);
-                println!("{count} x {name:?} compressed={compressed}: {} bytes, kept {held}, allowed {allowance}", received.bytes.len());
+                println!(
+                    "{count} x {name:?} compressed={compressed}: {} bytes, kept {held}, allowed {allowance}",
+                    received.bytes.len()
+                );
             }
         }
     }
@@ -549,7 +551,8 @@ mod tests {
         let mut nameless = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"#.to_vec();
         nameless.extend((0..100_000).flat_map(|i| format!(r#""{i}":{{}},"#).into_bytes()));
         nameless.extend_from_slice(br#""x":{}}}}"#);
-        for (what, bytes, compressed) in [("bomb", bomb, true), ("array", array, false), ("nameless", nameless, false)] {
+        for (what, bytes, compressed) in [("bomb", bomb, true), ("array", array, false), ("nameless", nameless, false)]
+        {
             let received = ReceivedBody { bytes: bytes.into(), compressed, version: 479, crc32: 0 };
             let allowance = if compressed { 24 * received.bytes.len() } else { received.json_allowance() };
             let stopped = received.decode_within(allowance);

@@ -74,7 +74,12 @@ impl RemoteRoute {
             .map(|b| BrokerData {
                 cluster: Arc::from(b.cluster.as_deref().unwrap_or_default()),
                 broker_name: Arc::from(b.broker_name.as_deref().unwrap_or_default()),
-                broker_addrs: b.broker_addrs.unwrap_or_default().into_iter().map(|(id, a)| (id, Arc::from(a))).collect(),
+                broker_addrs: b
+                    .broker_addrs
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(id, a)| (id, Arc::from(a)))
+                    .collect(),
                 zone_name: b.zone_name.map(Arc::from),
                 enable_acting_master: b.enable_acting_master.unwrap_or(false),
             })
@@ -91,9 +96,8 @@ impl RemoteRoute {
     /// Java's `ZoneRouteRPCHook#filterByZoneName`: broker groups of another zone that have a master go,
     /// with their queues and filter servers.
     pub fn filter_by_zone(&mut self, zone: &str) {
-        let (kept, removed): (Vec<BrokerData>, Vec<BrokerData>) = std::mem::take(&mut self.broker_datas)
-            .into_iter()
-            .partition(|b| {
+        let (kept, removed): (Vec<BrokerData>, Vec<BrokerData>) =
+            std::mem::take(&mut self.broker_datas).into_iter().partition(|b| {
                 !b.broker_addrs.contains_key(&MASTER_ID)
                     || b.zone_name.as_deref().is_some_and(|z| z.eq_ignore_ascii_case(zone))
             });

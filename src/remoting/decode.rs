@@ -228,7 +228,8 @@ mod tests {
             header: Bytes::from_static(header),
             body: Bytes::from_static(body),
         };
-        let full = br#"{"code":103,"extFields":{"a":"1"},"flag":0,"language":"GO","opaque":4,"remark":"r","version":9}"#;
+        let full =
+            br#"{"code":103,"extFields":{"a":"1"},"flag":0,"language":"GO","opaque":4,"remark":"r","version":9}"#;
         // The plain reader takes the first two; the third (a nested value) is the general reader's.
         let bare: [&'static [u8]; 3] = [b"{}", br#"{"code":105,"opaque":7}"#, br#"{"code":105,"x":{"y":[1]}}"#];
         for header in bare {
@@ -236,8 +237,16 @@ mod tests {
             decode_command_into(frame(full, b"old body"), &mut cmd).expect("decoded");
             assert_eq!((cmd.remark.as_deref(), cmd.ext("a")), (Some("r"), Some("1")));
             decode_command_into(frame(header, b""), &mut cmd).expect("decoded");
-            assert_eq!(cmd, decode_command(frame(header, b"")).expect("decoded"), "{}", String::from_utf8_lossy(header));
-            assert_eq!((cmd.language, cmd.remark.as_deref(), cmd.ext_fields.is_none(), cmd.opaque == 4), (None, None, true, false));
+            assert_eq!(
+                cmd,
+                decode_command(frame(header, b"")).expect("decoded"),
+                "{}",
+                String::from_utf8_lossy(header)
+            );
+            assert_eq!(
+                (cmd.language, cmd.remark.as_deref(), cmd.ext_fields.is_none(), cmd.opaque == 4),
+                (None, None, true, false)
+            );
             assert!(cmd.body.is_empty());
         }
     }

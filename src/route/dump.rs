@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::protocol::{BrokerData, DataVersion, QueueData, TopicQueueMappingInfo};
+use crate::route::FastHasher;
 use crate::route::builder::{BrokerTopicIndex, RouteBuilder};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, DEFAULT_BROKER_TIMEOUT};
-use crate::route::FastHasher;
 use crate::route::snapshot::{RouteSnapshot, TopicMappings, TopicRoute};
 
 /// Bumped whenever the layout changes; a file of a format not in [`READS`] is then ignored, never misread.
@@ -147,7 +147,10 @@ impl Serialize for FileView<'_> {
         file.serialize_field("brokers", &Seq(|| brokers.iter().map(|b| BrokerView(b))))?;
         file.serialize_field("clusters", &*snapshot.clusters)?;
         file.serialize_field("queueLists", &lists)?;
-        file.serialize_field("topics", &Seq(|| topics.iter().map(|(topic, route)| TopicView { topic, queue_list: place(route) })))?;
+        file.serialize_field(
+            "topics",
+            &Seq(|| topics.iter().map(|(topic, route)| TopicView { topic, queue_list: place(route) })),
+        )?;
         file.serialize_field(
             "filterServers",
             &Seq(|| {
@@ -249,7 +252,9 @@ pub(crate) fn restore(
     if !READS.contains(&file.format.as_str()) {
         return Err(DumpError::Format { found: file.format });
     }
-    if let Some((t, list)) = file.topics.iter().find_map(|t| t.queue_list.filter(|l| *l >= file.queue_lists.len()).map(|l| (t, l))) {
+    if let Some((t, list)) =
+        file.topics.iter().find_map(|t| t.queue_list.filter(|l| *l >= file.queue_lists.len()).map(|l| (t, l)))
+    {
         return Err(DumpError::NoSuchList { topic: t.topic.clone(), list, lists: file.queue_lists.len() });
     }
     for b in &file.live_brokers {
@@ -347,10 +352,12 @@ mod tests {
         let original: RouteDump = serde_json::from_str(text).expect("a RouteDump");
         let canonical = serde_json::to_vec(&original).unwrap();
         let live = BrokerLiveTable::new();
-        let snapshot = restore(&canonical, &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, Instant::now())
-            .expect("restored");
+        let snapshot =
+            restore(&canonical, &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, Instant::now())
+                .expect("restored");
         assert_eq!(snapshot.mappings.len(), 1, "the mapping is restored");
-        let (ta, ta3) = (&snapshot.topics.get("ta").unwrap().queue_datas, &snapshot.topics.get("ta3").unwrap().queue_datas);
+        let (ta, ta3) =
+            (&snapshot.topics.get("ta").unwrap().queue_datas, &snapshot.topics.get("ta3").unwrap().queue_datas);
         assert!(Arc::ptr_eq(ta, ta3), "topics of one list in the file share one list");
         let routes = RoutesToSave { snapshot: std::sync::Arc::new(snapshot), live: live.entries() };
         assert_eq!(String::from_utf8(dump(&routes)).unwrap(), String::from_utf8(canonical).unwrap());
@@ -371,9 +378,10 @@ mod tests {
         };
         let snapshot = read(v1).expect("format 1 is read");
         assert_eq!(snapshot.topics.get("ta").unwrap().queue_datas[0].read_queue_nums, 8);
-        let dangling = v1
-            .replace("rocketns-routes/1", "rocketns-routes/2")
-            .replace(r#""queueDatas":[{"brokerName":"a","readQueueNums":8,"writeQueueNums":4,"perm":6,"topicSysFlag":1}]"#, r#""queueList":0"#);
+        let dangling = v1.replace("rocketns-routes/1", "rocketns-routes/2").replace(
+            r#""queueDatas":[{"brokerName":"a","readQueueNums":8,"writeQueueNums":4,"perm":6,"topicSysFlag":1}]"#,
+            r#""queueList":0"#,
+        );
         assert!(matches!(read(&dangling), Err(DumpError::NoSuchList { list: 0, lists: 0, .. })), "{dangling}");
     }
 

@@ -75,8 +75,9 @@ mod tests {
     #[test]
     fn a_lower_id_registering_is_told_to_the_others() {
         let name: Arc<str> = "broker-a".into();
-        let change = MinBrokerIdChange::new(&name, &group(&[(0, "m:1"), (1, "s:1"), (2, "t:1")]), None, Some("m:2".into()))
-            .unwrap();
+        let change =
+            MinBrokerIdChange::new(&name, &group(&[(0, "m:1"), (1, "s:1"), (2, "t:1")]), None, Some("m:2".into()))
+                .unwrap();
         assert_eq!((change.min_broker_id, &*change.min_broker_addr), (0, "m:1"));
         assert_eq!(change.notify, vec![Arc::from("s:1"), Arc::from("t:1")]);
         let alone = MinBrokerIdChange::new(&name, &group(&[(0, "m:1")]), None, None).unwrap();
@@ -86,7 +87,8 @@ mod tests {
     #[test]
     fn a_broker_leaving_is_told_to_every_remaining_member() {
         let name: Arc<str> = "broker-a".into();
-        let change = MinBrokerIdChange::new(&name, &group(&[(1, "s:1"), (2, "t:1")]), Some("m:1".into()), None).unwrap();
+        let change =
+            MinBrokerIdChange::new(&name, &group(&[(1, "s:1"), (2, "t:1")]), Some("m:1".into()), None).unwrap();
         assert_eq!(change.notify, vec![Arc::from("s:1"), Arc::from("t:1")]);
         let ext = change.request().ext_fields.unwrap();
         let mut fields: Vec<_> = ext.iter().collect();

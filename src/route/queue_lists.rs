@@ -90,7 +90,13 @@ mod tests {
     use super::*;
 
     fn qd(broker: &str, queues: i32) -> QueueData {
-        QueueData { broker_name: broker.into(), read_queue_nums: queues, write_queue_nums: queues, perm: 6, topic_sys_flag: 0 }
+        QueueData {
+            broker_name: broker.into(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: 6,
+            topic_sys_flag: 0,
+        }
     }
 
     #[test]

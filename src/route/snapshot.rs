@@ -13,8 +13,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::OnceCell;
 
-use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::codes::request;
+use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::{BrokerData, TopicQueueMappingInfo, java_hash};
 use crate::route::liveness::BrokerAddrKey;
 

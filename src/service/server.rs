@@ -236,8 +236,17 @@ impl NameServer {
     /// restart comes back with the routes of the last saved file within milliseconds (warm restart), every
     /// broker on a fresh timer.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let NameServer { listener, tls, metrics_listener, metrics_socket, upgrade, predecessor, state, writer, controller } =
-            self;
+        let NameServer {
+            listener,
+            tls,
+            metrics_listener,
+            metrics_socket,
+            upgrade,
+            predecessor,
+            state,
+            writer,
+            controller,
+        } = self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
         let mut tasks = Supervised::start(&state, writer, metrics_listener, saver_stop, controller);
         if let Some(predecessor) = predecessor
@@ -362,4 +371,3 @@ fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
         }
     }
 }
-

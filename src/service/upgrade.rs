@@ -201,8 +201,8 @@ pub async fn take_over(path: &str) -> Result<TakenOver, UpgradeError> {
     }
     let owned = path.to_string();
     let exchanged = tokio::task::spawn_blocking(move || {
-        let stream = StdUnixStream::connect(&owned)
-            .map_err(|source| UpgradeError::Connect { path: owned.clone(), source })?;
+        let stream =
+            StdUnixStream::connect(&owned).map_err(|source| UpgradeError::Connect { path: owned.clone(), source })?;
         receive(&stream).map(|fds| (fds, stream)).map_err(|reason| UpgradeError::Exchange { path: owned, reason })
     });
     let failed = |reason: String| UpgradeError::Exchange { path: path.to_string(), reason };

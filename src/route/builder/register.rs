@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::{BrokerRegistration, RegisterError, RegisterResult, RouteBuilder};
 use crate::error::shown;
+use crate::limits::throttle::client_log;
 use crate::protocol::route_data::{MASTER_ID, PERM_WRITE};
 use crate::protocol::topic_name::is_valid_topic_name;
 use crate::protocol::{BrokerData, QueueConfig};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, DEFAULT_BROKER_TIMEOUT};
 use crate::route::min_broker_id::MinBrokerIdChange;
-use crate::limits::throttle::client_log;
 
 /// What the registering broker is to its group, which decides whether its topic configs define routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,10 @@ async fn queued_mutations_are_published_as_one_snapshot() {
     let mut replies = Vec::new();
     for i in 0..10 {
         let (tx, rx) = oneshot::channel();
-        handle.submit(RouteMutation::Register(Box::new(registration(&format!("b{i}"))), tx, Default::default())).await.unwrap();
+        handle
+            .submit(RouteMutation::Register(Box::new(registration(&format!("b{i}"))), tx, Default::default()))
+            .await
+            .unwrap();
         replies.push(rx);
     }
     tokio::spawn(writer.run());
@@ -75,12 +78,8 @@ async fn a_batch_that_panics_leaves_the_published_state_as_it_was() {
 #[tokio::test]
 async fn unregistrations_beyond_the_cap_are_refused_without_waiting() {
     let (handle, writer) = route_table(RouteSnapshot::default(), None, 2);
-    let unregister = || UnregisterRequest {
-        cluster: "c".into(),
-        broker_addr: "a:1".into(),
-        broker_name: "b".into(),
-        broker_id: 0,
-    };
+    let unregister =
+        || UnregisterRequest { cluster: "c".into(), broker_addr: "a:1".into(), broker_name: "b".into(), broker_id: 0 };
     assert!(handle.submit_unregister(unregister()).is_ok());
     assert!(handle.submit_unregister(unregister()).is_ok());
     assert!(matches!(handle.submit_unregister(unregister()), Err(SubmitError::QueueFull)));
