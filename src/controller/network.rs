@@ -87,6 +87,16 @@ impl PeerClient {
         Ok(c)
     }
 
+    /// A request on `connection` failed (no reply in time, or it broke): the next RPC opens a new one. A
+    /// peer gone without closing (its host down, a link cut) leaves a connection that looks open and answers
+    /// nothing until TCP gives up, minutes later.
+    async fn forget(&self, connection: &Arc<PeerConnection>) {
+        let mut slot = self.slot.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, connection)) {
+            *slot = None;
+        }
+    }
+
     async fn call<Req: Serialize, Resp: DeserializeOwned, E: std::error::Error + DeserializeOwned>(
         &mut self,
         request_code: i32,
@@ -98,7 +108,13 @@ impl PeerClient {
         request.body = Bytes::from(serde_json::to_vec(rpc).map_err(|e| network_error(&e))?);
         self.gate.sign_request(&self.target_id, &mut request);
         let mac = gate::request_mac(&request).map(str::to_string);
-        let reply = connection.request(request, option.hard_ttl()).await.map_err(|e| network_error(&e))?;
+        let reply = match connection.request(request, option.hard_ttl()).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                self.forget(&connection).await;
+                return Err(network_error(&e));
+            }
+        };
         self.gate.check_response(mac.as_deref(), &reply).map_err(|e| network_error(&e))?;
         if reply.code != response::SUCCESS {
             let e = std::io::Error::other(format!("node {} refused: {:?}", self.target, reply.remark));
@@ -265,4 +281,36 @@ where
     }
     let answered = handle(rpc).await;
     serde_json::to_vec(&answered).map(Ok).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::Vote;
+
+    /// A peer that takes connections and never answers (its process hung, its host gone without a close):
+    /// a request that gets no reply gives its connection up, and the next one connects again.
+    #[tokio::test]
+    async fn a_connection_that_answered_nothing_is_not_used_again() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counting = accepted.clone();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                counting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        let peers = vec![Peer { id: "n1".into(), addr: addr.clone() }];
+        let mut network = PeerNetwork::new(Arc::new(PeerGate::new(&peers, None)), peers);
+        let mut client = network.new_client(0, &BasicNode::new(&addr)).await;
+        let option = RPCOption::new(Duration::from_millis(200));
+        for _ in 0..2 {
+            assert!(client.vote(VoteRequest::new(Vote::new(1, 0), None), option.clone()).await.is_err());
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2, "a new connection after the silence");
+        silent.abort();
+    }
 }
