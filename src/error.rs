@@ -76,6 +76,9 @@ pub enum RequestError {
     /// The controller's log did not take a decision in time (Java waits 5 s for its DLedger append).
     #[error("the controller could not replicate the change: {0}")]
     ControllerReplication(String),
+    /// A Raft frame the peer fence stopped (`controller::gate`).
+    #[error("refused: {0}")]
+    ControllerPeerRefused(#[from] crate::controller::gate::Refused),
 }
 
 impl RequestError {
@@ -88,7 +91,8 @@ impl RequestError {
             RequestError::ConfigUpdate(
                 ConfigUpdateError::BlackListed(_) | ConfigUpdateError::StartupOnly(_) | ConfigUpdateError::Unknown(_),
             )
-            | RequestError::AccessDenied(_) => response::NO_PERMISSION,
+            | RequestError::AccessDenied(_)
+            | RequestError::ControllerPeerRefused(_) => response::NO_PERMISSION,
             RequestError::ControllerInvalidRequest(_) => crate::protocol::codes::controller::INVALID_REQUEST,
             RequestError::ControllerNotLeader => crate::protocol::codes::controller::NOT_LEADER,
             RequestError::MissingField(_)

@@ -66,21 +66,23 @@ pub enum Refused {
 /// This node's fences, built once at start.
 pub struct PeerGate {
     key: Option<hmac::Key>,
+    /// The peers' addresses, IPv4-mapped ones as IPv4.
     addrs: Vec<IpAddr>,
 }
 
 impl PeerGate {
     /// `secret` is the content of `controllerPeerSecretFile`, if one is set.
     pub fn new(peers: &[Peer], secret: Option<&[u8]>) -> PeerGate {
-        let mut addrs: Vec<IpAddr> = Vec::new();
+        let mut resolved: Vec<IpAddr> = Vec::new();
         for peer in peers {
             match peer.addr.to_socket_addrs() {
-                Ok(resolved) => addrs.extend(resolved.map(|a| a.ip())),
+                Ok(addrs) => resolved.extend(addrs.map(|a| a.ip())),
                 Err(e) => {
                     tracing::warn!(peer = %peer.id, addr = %peer.addr, error = %e, "controller: a peer's address does not resolve; its Raft frames are refused")
                 }
             }
         }
+        let mut addrs: Vec<IpAddr> = resolved.into_iter().map(canonical).collect();
         addrs.sort();
         addrs.dedup();
         PeerGate { key: secret.map(|s| hmac::Key::new(hmac::HMAC_SHA256, s)), addrs }
@@ -88,8 +90,7 @@ impl PeerGate {
 
     /// Whether `ip` is one of the peers' addresses.
     pub fn is_peer_address(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
-        self.addrs.iter().any(|a| canonical(*a) == ip)
+        self.addrs.contains(&canonical(ip))
     }
 
     pub fn authenticates(&self) -> bool {
@@ -189,10 +190,11 @@ fn now_millis() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-fn request_message(to: &str, code: i32, time: &str, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(64 + body.len());
-    m.extend_from_slice(b"rocketns-raft-request-v1\0");
-    for part in [to.as_bytes(), code.to_string().as_bytes(), time.as_bytes()] {
+/// What a MAC is over: a label saying what is signed, the parts each ended by a NUL, then the body.
+fn signed(label: &[u8], parts: &[&[u8]], body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(label.len() + 64 + body.len());
+    m.extend_from_slice(label);
+    for part in parts {
         m.extend_from_slice(part);
         m.push(0);
     }
@@ -200,15 +202,12 @@ fn request_message(to: &str, code: i32, time: &str, body: &[u8]) -> Vec<u8> {
     m
 }
 
+fn request_message(to: &str, code: i32, time: &str, body: &[u8]) -> Vec<u8> {
+    signed(b"rocketns-raft-request-v1\0", &[to.as_bytes(), code.to_string().as_bytes(), time.as_bytes()], body)
+}
+
 fn response_message(request_mac: &str, code: i32, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(96 + body.len());
-    m.extend_from_slice(b"rocketns-raft-response-v1\0");
-    for part in [request_mac.as_bytes(), code.to_string().as_bytes()] {
-        m.extend_from_slice(part);
-        m.push(0);
-    }
-    m.extend_from_slice(body);
-    m
+    signed(b"rocketns-raft-response-v1\0", &[request_mac.as_bytes(), code.to_string().as_bytes()], body)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Decoder;
 
+use super::admission::Admission;
 use super::node::ControllerNode;
 use crate::limits::budget::Pool;
 use crate::limits::throttle::client_log;
@@ -34,8 +35,6 @@ pub const FIRST_FRAME: Duration = Duration::from_secs(10);
 pub const IDLE: Duration = Duration::from_secs(120);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Accepts until the listener fails (which ends the controller, and so the server); dropped, it closes
-/// every connection it accepted.
 /// Where the port's large frames and replies take their room.
 #[derive(Clone)]
 pub struct Pools {
@@ -50,8 +49,10 @@ pub struct Pools {
 /// What [`Pools::peer_frames`] holds: eight of the largest frames.
 pub const PEER_FRAMES: usize = 8 * MAX_FRAME;
 
+/// Accepts until the listener fails (which ends the controller, and so the server); dropped, it closes
+/// every connection it accepted.
 pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, pools: Pools) -> std::io::Result<()> {
-    let admission = node.admission.clone();
+    let admission = Arc::new(Admission::default());
     let next_id = AtomicU64::new(1);
     let mut served = tokio::task::JoinSet::new();
     loop {
@@ -66,7 +67,8 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, pools: Pool
             }
             Err(e) => return Err(e),
         };
-        let admitted = match admission.admit(peer.ip(), node.gate.is_peer_address(peer.ip())) {
+        let from_peer = node.gate.is_peer_address(peer.ip());
+        let admitted = match admission.admit(peer.ip(), from_peer) {
             Ok(admitted) => admitted,
             Err(refusal) => {
                 super::stats::ControllerStats::count(&node.stats.refused_connections);
@@ -76,7 +78,7 @@ pub async fn serve(listener: TcpListener, node: Arc<ControllerNode>, pools: Pool
         };
         let _ = stream.set_nodelay(true);
         let mut pools = pools.clone();
-        if node.gate.is_peer_address(peer.ip()) {
+        if from_peer {
             pools.frames = pools.peer_frames.clone();
         }
         let (node, conn) = (node.clone(), next_id.fetch_add(1, Ordering::Relaxed));
@@ -160,16 +162,12 @@ async fn answer(node: &ControllerNode, req: &RemotingCommand, from: IpAddr, conn
     if req.is_response() {
         return None;
     }
-    let log_bytes = node.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
-    match super::network::serve(&node.raft, (&node.arriving, log_bytes), &node.gate, &node.settings.me().id, from, req)
-        .await
-    {
+    match super::network::serve(node, from, req).await {
         Some(Ok(resp)) => return Some(resp),
         Some(Err(refused)) => {
             super::stats::ControllerStats::count(&node.stats.refused_peer_frames);
             client_log!(warn, %from, code = req.code, error = %refused, "controller: Raft frame refused");
-            let remark = format!("refused: {refused}");
-            return Some(RemotingCommand::response(crate::protocol::codes::response::NO_PERMISSION, Some(remark)));
+            return Some(crate::error::RequestError::from(refused).to_response(req.code));
         }
         None => {}
     }

@@ -10,17 +10,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use openraft::BasicNode;
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
-use openraft::{BasicNode, Raft};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::gate::{self, PeerGate, Refused};
+use super::node::ControllerNode;
 use super::raft::{ControllerRaft, NodeId};
 use super::settings::Peer;
 use crate::outbound::client::PeerConnection;
@@ -152,20 +153,18 @@ impl RaftNetwork<ControllerRaft> for PeerClient {
     }
 }
 
-/// Serves a Raft RPC from another node, which came from `from`: `None` when `req` is not one. A frame the
-/// gate refuses is answered NO_PERMISSION, and openraft never sees it.
+/// Serves a Raft RPC from another node to `node`, which came from `from`: `None` when `req` is not one. A
+/// frame the gate refuses is answered NO_PERMISSION, and openraft never sees it.
 pub async fn serve(
-    raft: &Raft<ControllerRaft>,
-    (arriving, log_bytes): (&Mutex<Arriving>, u64),
-    gate: &PeerGate,
-    me: &str,
+    node: &ControllerNode,
     from: IpAddr,
     req: &RemotingCommand,
 ) -> Option<Result<RemotingCommand, Refused>> {
     if !matches!(req.code, code::RAFT_APPEND_ENTRIES | code::RAFT_VOTE | code::RAFT_INSTALL_SNAPSHOT) {
         return None;
     }
-    if let Err(refused) = gate.check_request(me, from, req) {
+    let (raft, gate) = (&node.raft, &node.gate);
+    if let Err(refused) = gate.check_request(&node.settings.me().id, from, req) {
         return Some(Err(refused));
     }
     let (term, purged) = {
@@ -175,24 +174,17 @@ pub async fn serve(
     };
     let body = match req.code {
         code::RAFT_APPEND_ENTRIES => {
-            let check = |rpc: &AppendEntriesRequest<ControllerRaft>| {
-                if !rpc.entries.is_empty() && log_bytes.saturating_add(req.body.len() as u64) > gate::MAX_LOG_BYTES {
-                    return Err(Refused::LogFull);
-                }
-                appends(rpc, term, purged)
-            };
+            let log_bytes = node.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
+            let grown = log_bytes.saturating_add(req.body.len() as u64);
+            let check = |rpc: &AppendEntriesRequest<ControllerRaft>| appends(rpc, term, (purged, grown));
             answer(&req.body, check, |rpc| raft.append_entries(rpc)).await
         }
         code::RAFT_VOTE => {
-            answer(
-                &req.body,
-                |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term),
-                |rpc| raft.vote(rpc),
-            )
-            .await
+            let check = |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term);
+            answer(&req.body, check, |rpc| raft.vote(rpc)).await
         }
         _ => {
-            let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term, arriving);
+            let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term, &node.arriving);
             answer(&req.body, check, |rpc| raft.install_snapshot(rpc)).await
         }
     };
@@ -211,9 +203,13 @@ pub async fn serve(
     Some(Ok(resp))
 }
 
-/// An AppendEntries a node may take: its term and its entries' terms can follow ours, and it leaves no
-/// more than the bound past the last purge.
-fn appends(rpc: &AppendEntriesRequest<ControllerRaft>, term: u64, purged: u64) -> Result<(), Refused> {
+/// An AppendEntries a node may take: its term and its entries' terms can follow ours, its entries follow
+/// one another, and it leaves no more than the bounds past the last purge, in entries and in the bytes
+/// of the log file (`grown`: as the log would be with the whole frame in it).
+fn appends(rpc: &AppendEntriesRequest<ControllerRaft>, term: u64, (purged, grown): (u64, u64)) -> Result<(), Refused> {
+    if !rpc.entries.is_empty() && grown > gate::MAX_LOG_BYTES {
+        return Err(Refused::LogFull);
+    }
     let asked = rpc.vote.leader_id.term;
     gate::check_term(asked, term)?;
     if let Some(e) = rpc.entries.iter().find(|e| e.log_id.leader_id.term > asked) {
