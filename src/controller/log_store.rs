@@ -32,7 +32,7 @@ struct Meta {
 }
 
 struct Log {
-    /// The file's length, for /metrics.
+    /// The file's length, for /metrics and the gate.
     size: Arc<AtomicU64>,
     dir: PathBuf,
     /// `raft-log`, opened for appending.
@@ -94,11 +94,9 @@ impl LogStore {
         lock(&self.log)
     }
 
-    /// Keeps the log file's length in `size` from now on.
-    pub fn share_size(&self, size: Arc<AtomicU64>) {
-        let mut log = self.lock();
-        size.store(log.size.load(Ordering::Relaxed), Ordering::Relaxed);
-        log.size = size;
+    /// The log file's length, kept as it changes (for /metrics and the gate's bound).
+    pub fn size(&self) -> Arc<AtomicU64> {
+        self.lock().size.clone()
     }
 
     /// Runs `io` (writes and fsyncs) on a blocking thread, not on a worker of the controller's runtime,

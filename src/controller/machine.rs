@@ -63,7 +63,7 @@ pub struct StateMachine {
     /// Held while the snapshot file is written, so that two writes never race to it.
     file: Arc<Mutex<()>>,
     /// When the last snapshot was written, in Unix seconds (for /metrics).
-    snapshot_time: Arc<Mutex<Arc<AtomicU64>>>,
+    snapshot_time: Arc<AtomicU64>,
 }
 
 impl StateMachine {
@@ -100,15 +100,13 @@ impl StateMachine {
             dir: dir.to_path_buf(),
             applied: Arc::new(Mutex::new(applied)),
             file: Arc::default(),
-            snapshot_time: Arc::new(Mutex::new(Arc::new(AtomicU64::new(snapshot_time)))),
+            snapshot_time: Arc::new(AtomicU64::new(snapshot_time)),
         })
     }
 
-    /// Keeps the last snapshot's time in `time` from now on.
-    pub fn share_snapshot_time(&self, time: Arc<AtomicU64>) {
-        let mut shared = self.snapshot_time.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        time.store(shared.load(Ordering::Relaxed), Ordering::Relaxed);
-        *shared = time;
+    /// When the last snapshot was written, in Unix seconds, kept as it changes (for /metrics).
+    pub fn snapshot_time(&self) -> Arc<AtomicU64> {
+        self.snapshot_time.clone()
     }
 
     /// The applied state, to decide requests against (held briefly: the state machine waits meanwhile).
@@ -130,7 +128,7 @@ impl StateMachine {
             fsutil::write_atomically(&this.dir.join(SNAPSHOT_FILE), &bytes).map_err(std::io::Error::other)?;
             this.applied().snapshot = Some(meta);
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            this.snapshot_time.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(now, Ordering::Relaxed);
+            this.snapshot_time.store(now, Ordering::Relaxed);
             Ok(bytes)
         });
         written.await.map_err(std::io::Error::other)?

@@ -130,7 +130,7 @@ impl Controller {
             peer_frames: pool(listener::PEER_FRAMES as u64),
             replies: pool(config.large_reply_buffer_bytes),
         };
-        let stats = Arc::default();
+        let stats = Arc::new(store.stats());
         let audit = Arc::new(crate::ops::audit::AuditLog::to_log(Arc::default()));
         Ok(Controller { settings, switches, listener, store, runtime, pools, stats, audit })
     }

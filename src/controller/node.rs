@@ -48,6 +48,15 @@ impl Store {
         std::fs::create_dir_all(dir)?;
         Ok(Store { log: LogStore::open(dir)?, machine: StateMachine::open(dir)? })
     }
+
+    /// The node's /metrics counts, with the log's size and the last snapshot's time as the store keeps them.
+    pub fn stats(&self) -> ControllerStats {
+        ControllerStats {
+            log_bytes: self.log.size(),
+            snapshot_time: self.machine.snapshot_time(),
+            ..ControllerStats::default()
+        }
+    }
 }
 
 pub struct ControllerNode {
@@ -60,8 +69,6 @@ pub struct ControllerNode {
     pub(super) arriving: std::sync::Mutex<super::network::Arriving>,
     /// Replies that may be large being built at once (`listener`).
     pub(super) large_answers: tokio::sync::Semaphore,
-    /// The port's connections (`admission`).
-    pub(super) admission: Arc<super::admission::Admission>,
     /// What /metrics shows of it.
     pub(super) stats: Arc<ControllerStats>,
     /// On the leader, since when each never-elected group has had no live broker (`release_unelected_groups`).
@@ -104,8 +111,6 @@ impl ControllerNode {
         (stats, audit): (Arc<ControllerStats>, Arc<crate::ops::audit::AuditLog>),
     ) -> std::io::Result<Arc<ControllerNode>> {
         let Store { log, machine } = store;
-        log.share_size(stats.log_bytes.clone());
-        machine.share_snapshot_time(stats.snapshot_time.clone());
         let gate = Arc::new(PeerGate::new(&settings.peers, settings.peer_secret.as_deref()));
         if !gate.authenticates() && settings.peers.len() > 1 {
             tracing::warn!(
@@ -129,7 +134,6 @@ impl ControllerNode {
             gate,
             arriving: Default::default(),
             large_answers: tokio::sync::Semaphore::new(LARGE_ANSWERS),
-            admission: Arc::default(),
             stats,
             unelected: Default::default(),
             audit,
@@ -416,14 +420,22 @@ impl ControllerNode {
     pub async fn release_unelected_groups(&self) {
         let Some(after) = self.settings.release_unelected_after else { return };
         for (cluster, broker_name) in self.unelected_due(after) {
-            let audited = self_started(code::CLEAN_BROKER_DATA, &cluster, &broker_name);
             let name = shown(&broker_name, 128).into_owned();
             let request = ControllerRequest::CleanBrokerData { cluster, broker_name, ids: None, clean_living: false };
-            let decided = self.decide(&request).await;
-            let answer = decided.as_ref().map_or_else(|e| e.to_response(code::CLEAN_BROKER_DATA), Clone::clone);
-            self.audit.record(None, &audited, &answer);
-            tracing::info!(broker = %name, code = answer.code, "controller: a group never elected and silent released");
+            let code = self.decide_own(&request).await.map_or_else(|e| e.response_code(), |resp| resp.code);
+            tracing::info!(broker = %name, code, "controller: a group never elected and silent released");
         }
+    }
+
+    /// A decision this node starts itself, as leader, recorded in the audit log as the request it stands
+    /// for (`self_started`).
+    async fn decide_own(&self, request: &ControllerRequest) -> Result<RemotingCommand, RequestError> {
+        let decided = self.decide(request).await;
+        if let Some(audited) = self_started(request) {
+            let answer = decided.as_ref().map_or_else(|e| e.to_response(audited.code), Clone::clone);
+            self.audit.record(None, &audited, &answer);
+        }
+        decided
     }
 
     /// The never-elected groups silent for `after` on this leader (see `release_unelected_groups`).
@@ -465,10 +477,7 @@ impl ControllerNode {
         // Java's triggerElectMaster: up to electMasterMaxRetryCount tries, until one succeeds; each that
         // finds no master is a decision of its own (the master epoch moves on with each, as in Java).
         for attempt in 1..=self.settings.elect_master_tries {
-            let decided = self.decide(&request).await;
-            let answer = decided.as_ref().map_or_else(|e| e.to_response(code::ELECT_MASTER), Clone::clone);
-            self.audit.record(None, &self_started(code::ELECT_MASTER, "", broker_name), &answer);
-            match decided {
+            match self.decide_own(&request).await {
                 Ok(resp) if resp.code == response::SUCCESS => {
                     tracing::info!(broker = %shown(broker_name, 128), remark = ?resp.remark, "controller: election");
                     return;
@@ -487,15 +496,25 @@ impl ControllerNode {
 
 /// The request a change the leader starts itself stands for in the audit log: ELECT_MASTER (1002) with
 /// brokerId -1, as Java's controller sends it, or CLEAN_BROKER_DATA (1011) for a released group.
-fn self_started(request_code: i32, cluster: &str, broker_name: &str) -> RemotingCommand {
+fn self_started(request: &ControllerRequest) -> Option<RemotingCommand> {
+    let (request_code, cluster, broker_name, broker_id) = match request {
+        ControllerRequest::ElectMaster { cluster, broker_name, broker_id, .. } => {
+            (code::ELECT_MASTER, cluster.as_str(), broker_name.as_str(), Some(*broker_id))
+        }
+        ControllerRequest::CleanBrokerData { cluster, broker_name, .. } => {
+            (code::CLEAN_BROKER_DATA, cluster.as_str(), broker_name.as_str(), None)
+        }
+        // The node starts no other decision.
+        _ => return None,
+    };
     let mut ext = ExtFields::new();
     if !cluster.is_empty() {
         ext.insert("clusterName", cluster);
     }
     ext.insert("brokerName", broker_name);
-    if request_code == code::ELECT_MASTER {
-        ext.insert("brokerId", "-1");
+    if let Some(id) = broker_id {
+        ext.insert("brokerId", id.to_string());
     }
     ext.insert("startedBy", "controller");
-    RemotingCommand::request(request_code, ext)
+    Some(RemotingCommand::request(request_code, ext))
 }
