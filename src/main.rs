@@ -168,12 +168,13 @@ async fn serve(
     }
 }
 
-/// `--controller-only`: the controller on a runtime of its own until SIGINT or SIGTERM. Its work is a
-/// few requests a second from brokers, so nothing of the NameServer's threads is started.
+/// `--controller-only`: the controller on its own runtime (`Controller::start`, as beside the NameServer)
+/// until SIGINT or SIGTERM; this thread only waits for it and for the signals. Its work is a few requests a
+/// second from brokers, so nothing of the NameServer's threads is started.
 fn controller_only(config: &NamesrvConfig) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
-        Err(e) => return failed(&format!("cannot start the controller's runtime: {e}")),
+        Err(e) => return failed(&format!("cannot start the signals' runtime: {e}")),
     };
     runtime.block_on(async {
         let signals = match ShutdownSignals::install() {
@@ -190,13 +191,18 @@ fn controller_only(config: &NamesrvConfig) -> ExitCode {
         }
         let addr = controller.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("The Controller Server boot success. serializeType={}, address {addr}", config.serialize_type);
-        match controller.run(signals.recv()).await {
-            rocketns::ControllerError::Stopped => {
+        let (task, _own_runtime) = controller.start(signals.recv());
+        match task.await {
+            Ok(rocketns::ControllerError::Stopped) => {
                 tracing::info!("The Controller Server stopped");
                 ExitCode::SUCCESS
             }
-            e => {
+            Ok(e) => {
                 tracing::error!(error = %e, "The Controller Server stopped on a failure");
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "The Controller Server's task failed");
                 ExitCode::FAILURE
             }
         }
