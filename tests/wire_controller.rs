@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::controller::{Group, NOT_LEADER, body, group, heartbeat, join};
+use common::controller::{Group, NOT_LEADER, apply_id, body, elect, group, heartbeat, join};
 use common::{request, start_with};
 use rocketns::remoting::RemotingCommand;
 use tokio::io::AsyncReadExt;
@@ -33,8 +33,7 @@ async fn a_broker_group_elects_fails_over_and_survives_the_leader() {
     let registered = join(&mut a, addr_a, "1").await;
     assert_eq!(registered.ext("masterBrokerId"), None, "no master yet");
     assert_eq!(body(&registered), r#"{"syncStateSet":[],"syncStateSetEpoch":0}"#);
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
-    let elected = a.request(request(1002, &fields)).await;
+    let elected = a.request(elect("1")).await;
     assert_eq!(elected.code, 0, "{elected:?}");
     let header = |r: &RemotingCommand, k: &str| r.ext(k).map(str::to_string);
     assert_eq!(header(&elected, "masterBrokerId").as_deref(), Some("1"));
@@ -143,9 +142,7 @@ async fn a_leader_without_a_majority_refuses_writes() {
     }
     let mut c = g.client(leader).await;
     let started = tokio::time::Instant::now();
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("appliedBrokerId", "1")];
-    let mut apply = request(1013, &fields);
-    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10911;1");
+    let apply = apply_id("broker-a", "1", "127.0.0.1:10911;1");
     let refused = c.request(apply).await;
     assert_eq!(refused.code, NOT_LEADER, "{refused:?}");
     assert!(started.elapsed() < Duration::from_secs(8), "refused after {:?}", started.elapsed());
@@ -176,8 +173,7 @@ async fn the_log_stays_short_and_the_state_survives_a_restart_of_every_node() {
     let mut c = g.client(leader).await;
     join(&mut c, "127.0.0.1:10911", "1").await;
     join(&mut c, "127.0.0.1:10921", "2").await;
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
-    assert_eq!(c.request(request(1002, &fields)).await.code, 0);
+    assert_eq!(c.request(elect("1")).await.code, 0);
     let mut epoch = 1;
     for i in 0..DECISIONS {
         if i % 200 == 0 {
@@ -245,8 +241,7 @@ async fn an_update_of_the_controller_config_applies_and_survives_a_restart() {
     let (mut a, mut b) = (g.client(leader).await, g.client(leader).await);
     let (addr_a, addr_b) = ("127.0.0.1:10911", "127.0.0.1:10921");
     join(&mut a, addr_a, "1").await;
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
-    assert_eq!(a.request(request(1002, &fields)).await.code, 0);
+    assert_eq!(a.request(elect("1")).await.code, 0);
     join(&mut b, addr_b, "2").await;
     drop(a);
     let master = |info: &RemotingCommand| info.ext("masterBrokerId").map(str::to_string);
@@ -256,8 +251,7 @@ async fn an_update_of_the_controller_config_applies_and_survives_a_restart() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Broker 2 lives but is outside the SyncStateSet: while unclean elections are off it asks in vain.
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "2"), ("designateElect", "false")];
-    let elect_b = request(1002, &fields);
+    let elect_b = elect("2");
     let refused = b.request(elect_b.clone()).await;
     assert_eq!((refused.code, refused.remark.as_deref()), (2012, Some("Failed to elect a new master")));
     assert_eq!(master(&b.request(request(1004, &[("brokerName", "broker-a")])).await), None);

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::controller::{Group, group, group_with, heartbeat, join};
+use common::controller::{Group, apply_id, elect, group, group_with, heartbeat, join};
 use common::{Client, request};
 use rocketns::remoting::RemotingCommand;
 
@@ -187,8 +187,7 @@ async fn a_heartbeat_in_a_masters_name_deposes_nobody() {
     join(&mut master, "127.0.0.1:10911", "1").await;
     let mut replica = g.client(leader).await;
     join(&mut replica, "127.0.0.1:10921", "2").await;
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
-    assert_eq!(master.request(request(1002, &fields)).await.code, 0);
+    assert_eq!(master.request(elect("1")).await.code, 0);
     let mut alter = request(1001, &[("brokerName", "broker-a"), ("masterBrokerId", "1"), ("masterEpoch", "1")]);
     alter.body = r#"{"syncStateSet":[1,2],"syncStateSetEpoch":1}"#.into();
     assert_eq!(master.request(alter).await.code, 0);
@@ -389,8 +388,7 @@ async fn operators_see_the_controller() {
     let follower = (leader + 1) % 3;
     let mut c = g.client(leader).await;
     join(&mut c, "127.0.0.1:10911", "1").await;
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
-    assert_eq!(c.request(request(1002, &fields)).await.code, 0);
+    assert_eq!(c.request(elect("1")).await.code, 0);
     let mut update = request(1009, &[]);
     update.body = "notifyBrokerRoleChanged=true".into();
     assert_eq!(c.request(update).await.code, 0);
@@ -436,20 +434,15 @@ async fn made_up_groups_are_released() {
     let mut stranger = g.client(leader).await;
     for i in 0..50 {
         let name = format!("made-up-{i}");
-        let fields = [("clusterName", "c"), ("brokerName", name.as_str()), ("appliedBrokerId", "1")];
-        let mut apply = request(1013, &fields);
-        apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:1;1");
+        let apply = apply_id(&name, "1", "127.0.0.1:1;1");
         assert_eq!(stranger.request(apply).await.code, 0);
     }
     let mut elected = g.client(leader).await;
     join(&mut elected, "127.0.0.1:10911", "1").await;
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "1"), ("designateElect", "false")];
-    assert_eq!(elected.request(request(1002, &fields)).await.code, 0);
+    assert_eq!(elected.request(elect("1")).await.code, 0);
     drop(elected);
     let mut beating = g.client(leader).await;
-    let fields = [("clusterName", "c"), ("brokerName", "broker-b"), ("appliedBrokerId", "1")];
-    let mut apply = request(1013, &fields);
-    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10921;1");
+    let apply = apply_id("broker-b", "1", "127.0.0.1:10921;1");
     assert_eq!(beating.request(apply).await.code, 0);
 
     let names: Vec<String> = (0..50).map(|i| format!("\"made-up-{i}\"")).collect();
@@ -491,9 +484,7 @@ async fn a_node_behind_the_purged_log_catches_up_from_a_snapshot() {
     let mut c = g.client(leader).await;
     for i in 0..1200 {
         let name = format!("group-{i}");
-        let fields = [("clusterName", "c"), ("brokerName", name.as_str()), ("appliedBrokerId", "1")];
-        let mut apply = request(1013, &fields);
-        apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10911;1");
+        let apply = apply_id(&name, "1", "127.0.0.1:10911;1");
         assert_eq!(c.request(apply).await.code, 0, "decision {i}");
     }
     drop(c);
@@ -509,9 +500,7 @@ async fn a_node_behind_the_purged_log_catches_up_from_a_snapshot() {
     .unwrap();
     g.nodes[other].take().unwrap().shutdown().await;
     let mut c = g.client(leader).await;
-    let fields = [("clusterName", "c"), ("brokerName", "group-1200"), ("appliedBrokerId", "1")];
-    let mut apply = request(1013, &fields);
-    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", "127.0.0.1:10911;1");
+    let apply = apply_id("group-1200", "1", "127.0.0.1:10911;1");
     let committed = c.request(apply).await;
     assert_eq!(committed.code, 0, "the leader and the node that caught up are a majority: {committed:?}");
 }

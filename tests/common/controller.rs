@@ -96,15 +96,23 @@ pub fn heartbeat(id: &str, addr: &str) -> RemotingCommand {
     )
 }
 
+/// APPLY_BROKER_ID (1013) in cluster `c`: group `name` takes `id` with the register check code `check`.
+pub fn apply_id(name: &str, id: &str, check: &str) -> RemotingCommand {
+    let mut apply = request(1013, &[("clusterName", "c"), ("brokerName", name), ("appliedBrokerId", id)]);
+    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", check);
+    apply
+}
+
+/// ELECT_MASTER (1002) as broker `id` of broker-a asks it, not designated.
+pub fn elect(id: &str) -> RemotingCommand {
+    request(1002, &[("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", id), ("designateElect", "false")])
+}
+
 /// What ReplicasManager does to join: an id (1012, 1013), a heartbeat, and registration (1003).
 pub async fn join(c: &mut Client, addr: &str, expected_id: &str) -> RemotingCommand {
     let next = c.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
     assert_eq!((next.code, next.ext("nextBrokerId")), (0, Some(expected_id)), "{next:?}");
-    let check = format!("{addr};1700000000000");
-    let fields = [("clusterName", "c"), ("brokerName", "broker-a"), ("appliedBrokerId", expected_id)];
-    let mut apply = request(1013, &fields);
-    apply.ext_fields.as_mut().unwrap().insert("registerCheckCode", &check);
-    let applied = c.request(apply).await;
+    let applied = c.request(apply_id("broker-a", expected_id, &format!("{addr};1700000000000"))).await;
     assert_eq!(applied.code, 0, "{applied:?}");
     assert_eq!(applied.ext("brokerName"), Some("broker-a"));
     let beat = c.request(heartbeat(expected_id, addr)).await;
