@@ -11,26 +11,8 @@
 # loopback-only network namespace with its files on a tmpfs; needs root. INTEROP_KEEP=DIR keeps the logs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUILT=$ROOT/target/java-clients
-CONTROLLERS="127.0.0.1:9878;127.0.0.1:9868;127.0.0.1:9858"
-PEERS="n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858"
-NS_PORTS=(19876 19886 19896)
-NAMESRVS="127.0.0.1:19876;127.0.0.1:19886;127.0.0.1:19896"
-BROKER_PORTS=(10911 10921 10931)
-
-# shellcheck source=tests/java/lib.sh
-. "$ROOT/tests/java/lib.sh"
-if [ "${1:-}" != inner ]; then
-    prepare_java 5.3.3
-    mkdir -p "$BUILT/failover"
-    javac -nowarn -XDsuppressNotes -d "$BUILT/failover" -cp "$JARS5/*" "$ROOT/tests/java/clients/Failover.java"
-fi
-enter_sandbox "${BASH_SOURCE[0]}" "$@"
-sandbox_setup
-
-ctl() { timeout 200 python3 "$ROOT/tests/java/controller.py" "$@"; }
-java_client=(java -Xms64m -Xmx256m -Duser.home="$work/java-client" -Drocketmq.client.logRoot="$work/java-client-logs"
-    -cp "$JARS5/*:$BUILT/failover" Failover)
+# shellcheck source=tests/java/controller-group.sh
+. "$ROOT/tests/java/controller-group.sh" "${BASH_SOURCE[0]}" "$@"
 
 # start_node KIND I: controller node I (also a NameServer), on its store of before if it had one.
 declare -a node_pid
@@ -57,12 +39,6 @@ start_broker() {
     broker_pid[$2]=$BROKER_PID
 }
 
-kill9() {
-    kill -9 "$1" 2> /dev/null || true
-    wait "$1" 2> /dev/null || true
-}
-
-acked() { if [ -f "$work/acked" ]; then wc -l < "$work/acked"; else echo 0; fi; }
 
 scenario() {
     local kind=$1 i port master

@@ -78,11 +78,6 @@ start_broker() {
     broker_pid[$port]=$BROKER_PID
 }
 
-kill9() {
-    kill -9 "$1" 2> /dev/null || true
-    wait "$1" 2> /dev/null || true
-}
-
 # slow_links: every node's link, both ways, 100 ms (+-50 ms) of delay with tc netem; on a kernel without
 # netem (some VMs' kernels: `Specified qdisc kind is unknown`), a 256 kbit/s link (tc tbf), whose queue
 # delays what follows a large frame (a registration) by up to a second. Prints which.

@@ -19,26 +19,8 @@
 # namespace with its files on a tmpfs; needs root. INTEROP_KEEP=DIR keeps the logs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUILT=$ROOT/target/java-clients
-CONTROLLERS="127.0.0.1:9878;127.0.0.1:9868;127.0.0.1:9858"
-PEERS="n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858"
-NS_PORTS=(19876 19886 19896)
-NAMESRVS="127.0.0.1:19876;127.0.0.1:19886;127.0.0.1:19896"
-BROKER_PORTS=(10911 10921 10931)
-
-# shellcheck source=tests/java/lib.sh
-. "$ROOT/tests/java/lib.sh"
-if [ "${1:-}" != inner ]; then
-    prepare_java 5.3.3
-    mkdir -p "$BUILT/failover"
-    javac -nowarn -XDsuppressNotes -d "$BUILT/failover" -cp "$JARS5/*" "$ROOT/tests/java/clients/Failover.java"
-fi
-enter_sandbox "${BASH_SOURCE[0]}" "$@"
-sandbox_setup
-
-ctl() { timeout 200 python3 "$ROOT/tests/java/controller.py" "$@"; }
-java_client=(java -Xms64m -Xmx256m -Duser.home="$work/java-client" -Drocketmq.client.logRoot="$work/java-client-logs"
-    -cp "$JARS5/*:$BUILT/failover" Failover)
+# shellcheck source=tests/java/controller-group.sh
+. "$ROOT/tests/java/controller-group.sh" "${BASH_SOURCE[0]}" "$@"
 
 # start_nodes KIND: the three controller nodes, KIND rocketns or java; node_pid[i] is node i's process.
 start_nodes() {
@@ -71,13 +53,6 @@ start_brokers() {
     done
 }
 
-# kill9 PID: kill -9, and reaped without the shell's report of it.
-kill9() {
-    kill -9 "$1" 2> /dev/null || true
-    wait "$1" 2> /dev/null || true
-}
-
-acked() { if [ -f "$work/acked" ]; then wc -l < "$work/acked"; else echo 0; fi; }
 
 # wait_acked MORE SECONDS: until MORE messages beyond those acknowledged now are; says whether they were.
 wait_acked() {

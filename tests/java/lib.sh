@@ -141,6 +141,12 @@ broker() {
     pids+=("$BROKER_PID")
 }
 
+# kill9 PID: kill -9, and reaped without the shell's report of it.
+kill9() {
+    kill -9 "$1" 2> /dev/null || true
+    wait "$1" 2> /dev/null || true
+}
+
 # broker_epochs KIND HOST: the role changes that the brokers "$work/KIND-bPORT" logged, as `EPOCH ADDRESS`
 # lines (the master each took for that epoch), each once: two lines with one epoch are two masters in it.
 broker_epochs() {
