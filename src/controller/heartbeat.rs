@@ -8,8 +8,9 @@
 //! removes it whoever else beats for it (so that a beat in a dead master's name cannot hold off the
 //! election its closed connection starts).
 //!
-//! Bounds: at most [`MAX_BROKERS`] identities, at most [`PER_CONNECTION`] owned by one connection, each
-//! naming at most [`MAX_IDENTITY`] bytes, kept at most [`MAX_TIMEOUT`] without a beat whatever the beat
+//! Bounds: at most [`MAX_BROKERS`] identities, of which at most [`MAX_UNKNOWN`] without an id the
+//! controller gave, at most [`PER_CONNECTION`] owned by one connection, each naming at most
+//! [`MAX_IDENTITY`] bytes, kept at most [`MAX_TIMEOUT`] without a beat whatever the beat
 //! asked; a beat beyond them is refused (anyone can send one).
 
 use std::collections::HashMap;

@@ -25,10 +25,6 @@ pub struct ControllerStats {
 }
 
 impl ControllerStats {
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-
     pub fn count(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
