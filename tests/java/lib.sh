@@ -66,7 +66,14 @@ XML
 sandbox_cleanup() {
     for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null || true; done
     wait 2> /dev/null || true
-    if [ -n "${INTEROP_KEEP:-}" ]; then mkdir -p "$INTEROP_KEEP" && cp -r "$work"/*.log "$work"/*.conf "$work"/*-logs "$INTEROP_KEEP"/ 2> /dev/null || true; fi
+    if [ -n "${INTEROP_KEEP:-}" ]; then
+        mkdir -p "$INTEROP_KEEP" && cp -r "$work"/*.log "$work"/*.conf "$work"/*-logs "$INTEROP_KEEP"/ 2> /dev/null || true
+        # A broker's own logs (broker.log: its controller requests and what they got) are in its home.
+        local logs
+        for logs in "$work"/*/logs/rocketmqlogs; do
+            [ -d "$logs" ] && cp -r "$logs" "$INTEROP_KEEP/$(basename "$(dirname "$(dirname "$logs")")")-rocketmqlogs"
+        done
+    fi
     umount --lazy "$work" 2> /dev/null || true
     rm -rf "$work"
 }
@@ -104,6 +111,8 @@ start_rocketns() {
     local port=$1
     printf '%s\n' bindAddress=127.0.0.1 "listenPort=$port" "kvConfigPath=$work/rocketns-$port/kvConfig.json" \
         "${@:2}" > "$work/rocketns-$port.properties"
+    # A restart on the same port keeps the earlier run's log beside it (INTEROP_KEEP keeps both).
+    [ -f "$work/rocketns-$port.log" ] && mv "$work/rocketns-$port.log" "$work/rocketns-$port.before-$EPOCHSECONDS.log"
     # shellcheck disable=SC2086
     RUST_LOG=info "$ROOT/target/debug/rocketns" ${ROCKETNS_OPTS:-} -c "$work/rocketns-$port.properties" \
         > "$work/rocketns-$port.log" 2>&1 &
