@@ -71,7 +71,7 @@ sandbox_cleanup() {
         # A broker's own logs (broker.log: its controller requests and what they got) are in its home.
         local logs
         for logs in "$work"/*/logs/rocketmqlogs; do
-            [ -d "$logs" ] && cp -r "$logs" "$INTEROP_KEEP/$(basename "$(dirname "$(dirname "$logs")")")-rocketmqlogs"
+            if [ -d "$logs" ]; then cp -r "$logs" "$INTEROP_KEEP/$(basename "$(dirname "$(dirname "$logs")")")-rocketmqlogs"; fi
         done
     fi
     umount --lazy "$work" 2> /dev/null || true
@@ -112,7 +112,7 @@ start_rocketns() {
     printf '%s\n' bindAddress=127.0.0.1 "listenPort=$port" "kvConfigPath=$work/rocketns-$port/kvConfig.json" \
         "${@:2}" > "$work/rocketns-$port.properties"
     # A restart on the same port keeps the earlier run's log beside it (INTEROP_KEEP keeps both).
-    [ -f "$work/rocketns-$port.log" ] && mv "$work/rocketns-$port.log" "$work/rocketns-$port.before-$EPOCHSECONDS.log"
+    if [ -f "$work/rocketns-$port.log" ]; then mv "$work/rocketns-$port.log" "$work/rocketns-$port.before-$EPOCHSECONDS.log"; fi
     # shellcheck disable=SC2086
     RUST_LOG=info "$ROOT/target/debug/rocketns" ${ROCKETNS_OPTS:-} -c "$work/rocketns-$port.properties" \
         > "$work/rocketns-$port.log" 2>&1 &
