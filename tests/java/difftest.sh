@@ -26,3 +26,8 @@ args+=(--seeds "${SEEDS:-1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16}" --random "${SE
 [ "$JAVA_VERSION" = 5.3.3 ] || args+=(--report-only)
 [ -n "${SAVE:-}" ] && args+=(--save "$SAVE")
 TMPDIR=$work "$ROOT/target/debug/rocketns-difftest" "${args[@]}"
+# The controller's codes against Java's controller (5.3.3 only): fixed seeds, then drawn ones.
+if [ "$JAVA_VERSION" = 5.3.3 ]; then
+    TMPDIR=$work "$ROOT/target/debug/rocketns-difftest" controller --jars "$JARS" --writes "${CONTROLLER_WRITES:-20}" \
+        --seeds "${CONTROLLER_SEEDS:-1,2,3,4,5,6,7,8}" --random "${CONTROLLER_SEQUENCES:-4}"
+fi

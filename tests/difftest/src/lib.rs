@@ -2,9 +2,11 @@
 //! (generate.rs) run against both in lockstep (lockstep.rs, session.rs, servers.rs), every reply compared
 //! under the normalizations COMPATIBILITY.md names (compare.rs), and a differing sequence shrunk to the
 //! smallest that still differs (shrink.rs) and kept as a fixture (fixture.rs). The `rocketns-difftest`
-//! binary drives it; tests/java/difftest.sh runs it in the test command.
+//! binary drives it; tests/java/difftest.sh runs it in the test command. controller/ does the same for the
+//! controller's codes, against Java's controller.
 
 pub mod compare;
+pub mod controller;
 pub mod fixture;
 pub mod generate;
 pub mod lockstep;

@@ -3,6 +3,7 @@
 //!
 //!   rocketns-difftest run --jars DIR [--seeds 1,2] [--random N] [--writes 30] [--save DIR] [--report-only]
 //!   rocketns-difftest print --seed S [--writes 30]
+//!   rocketns-difftest controller --jars DIR [--seeds 1,2] [--random N] [--writes 20] [--print]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use rocketns::testing::reply::Reply;
 use rocketns_difftest::compare;
+use rocketns_difftest::controller;
 use rocketns_difftest::fixture::Fixture;
 use rocketns_difftest::generate::{self, Target};
 use rocketns_difftest::lockstep::{self, Outcome};
@@ -53,6 +55,23 @@ enum Cmd {
         /// The longest a difference is shrunk, in seconds.
         #[arg(long, default_value_t = 300)]
         shrink_seconds: u64,
+    },
+    /// Runs controller sequences against a fresh Java controller and a fresh rocketns one each (one-node
+    /// groups beside their NameServers); a difference is shrunk and fails the run.
+    Controller {
+        #[arg(long)]
+        jars: PathBuf,
+        #[arg(long, value_delimiter = ',')]
+        seeds: Vec<u64>,
+        #[arg(long, default_value_t = 0)]
+        random: u64,
+        #[arg(long, default_value_t = 20)]
+        writes: usize,
+        #[arg(long, default_value_t = 300)]
+        shrink_seconds: u64,
+        /// Prints each seed's sequence instead of running it (no jars needed then).
+        #[arg(long)]
+        print: bool,
     },
     /// Prints the sequence of a seed as a script.
     Print {
@@ -141,29 +160,47 @@ fn target_of(version: &str) -> Target {
     if version.starts_with('4') { Target::Java4 } else { Target::Java5 }
 }
 
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("difftest: runtime: {e}");
+            None
+        }
+    }
+}
+
+fn draw(n: u64) -> Vec<u64> {
+    let drawn: Vec<u64> = (0..n).map(|_| fastrand::u64(..1_000_000_000)).collect();
+    if !drawn.is_empty() {
+        println!("difftest: seeds drawn now: {}", drawn.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+    }
+    drawn
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Cmd::Controller { jars, seeds, random, writes, shrink_seconds, print } => {
+            let seeds: Vec<u64> = seeds.into_iter().chain(draw(random)).collect();
+            if print {
+                for seed in seeds {
+                    print!("seed {seed}:\n{}", controller::generate::sequence(seed, writes));
+                }
+                return std::process::ExitCode::SUCCESS;
+            }
+            let Some(rt) = runtime() else { return std::process::ExitCode::FAILURE };
+            let mut runner = controller::runner::CtlRunner::new(rt, &jars);
+            runner.run_all(&seeds, writes, Duration::from_secs(shrink_seconds))
+        }
         Cmd::Print { seed, writes, major } => {
             let target = if major == 4 { Target::Java4 } else { Target::Java5 };
             print!("{}", generate::sequence(seed, writes, target));
             std::process::ExitCode::SUCCESS
         }
         Cmd::Run { jars, java_version, seeds, random, writes, save, report_only, shrink_seconds } => {
-            let drawn: Vec<u64> = (0..random).map(|_| fastrand::u64(..1_000_000_000)).collect();
-            if !drawn.is_empty() {
-                println!(
-                    "difftest: seeds drawn now: {}",
-                    drawn.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
-                );
-            }
-            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("difftest: runtime: {e}");
-                    return std::process::ExitCode::FAILURE;
-                }
-            };
+            let drawn = draw(random);
+            let Some(rt) = runtime() else { return std::process::ExitCode::FAILURE };
             let mut runner = Runner {
                 rt,
                 java: JavaLauncher::new(&jars),

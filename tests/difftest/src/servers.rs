@@ -1,6 +1,7 @@
 //! Fresh NameServers for each sequence: a Java NameServer (a JVM of its own, started one ahead so that its
 //! start-up overlaps the previous sequence) and rocketns in this process. Both scan for silent brokers
-//! every 200 ms, so that an expiry takes well under a second.
+//! every 200 ms, so that an expiry takes well under a second. For controller sequences each also runs a
+//! controller group of one node (`enableControllerInNamesrv`, the same keys for both).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,10 +23,22 @@ const LOGBACK_4X: &str = r#"<configuration>
 </configuration>
 "#;
 
+/// The keys of a one-node controller group on `port`, its store under `dir`. No scan for inactive masters
+/// within a sequence (its timing is each server's own): only the steps' requests decide.
+pub fn controller_keys(port: u16, dir: &Path) -> String {
+    format!(
+        "enableControllerInNamesrv=true\ncontrollerDLegerGroup=difftest\ncontrollerDLegerPeers=n0-127.0.0.1:{port}\n\
+         controllerDLegerSelfId=n0\ncontrollerStorePath={}\nscanInactiveMasterInterval=3600000\n",
+        dir.join("controller").display()
+    )
+}
+
 /// A Java NameServer process; killed when dropped.
 pub struct JavaNamesrv {
     child: Child,
     pub addr: SocketAddr,
+    /// Its controller's port, when started with one.
+    pub controller: Option<SocketAddr>,
     _dir: tempfile::TempDir,
 }
 
@@ -41,6 +54,7 @@ pub struct JavaLauncher {
     jars: PathBuf,
     next_port: u16,
     spare: Option<JavaNamesrv>,
+    controller: bool,
 }
 
 fn free(port: u16) -> bool {
@@ -49,23 +63,35 @@ fn free(port: u16) -> bool {
 
 impl JavaLauncher {
     pub fn new(jars: &Path) -> JavaLauncher {
-        JavaLauncher { jars: jars.to_path_buf(), next_port: 20000, spare: None }
+        JavaLauncher { jars: jars.to_path_buf(), next_port: 20000, spare: None, controller: false }
     }
 
-    fn spawn(&mut self) -> std::io::Result<JavaNamesrv> {
+    /// NameServers that also run a one-node controller group (`controller_keys`).
+    pub fn with_controller(jars: &Path) -> JavaLauncher {
+        JavaLauncher { controller: true, ..JavaLauncher::new(jars) }
+    }
+
+    fn port(&mut self) -> u16 {
         while !free(self.next_port) {
             self.next_port += 1;
         }
         let port = self.next_port;
         self.next_port = if self.next_port > 60000 { 20000 } else { self.next_port + 1 };
+        port
+    }
+
+    fn spawn(&mut self) -> std::io::Result<JavaNamesrv> {
+        let port = self.port();
+        let controller = self.controller.then(|| self.port());
         let dir = tempfile::tempdir()?;
         let conf = dir.path().join("namesrv.properties");
         std::fs::write(
             &conf,
             format!(
-                "listenPort={port}\nscanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\nkvConfigPath={}\nconfigStorePath={}\n",
+                "listenPort={port}\nscanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\nkvConfigPath={}\nconfigStorePath={}\n{}",
                 dir.path().join("kvConfig.json").display(),
-                dir.path().join("namesrv.properties").display()
+                dir.path().join("namesrv.properties").display(),
+                controller.map(|c| controller_keys(c, dir.path())).unwrap_or_default()
             ),
         )?;
         // A 4.x NameServer reads its logging setup from $ROCKETMQ_HOME/conf (5.x ones carry theirs).
@@ -85,7 +111,8 @@ impl JavaLauncher {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?;
-        Ok(JavaNamesrv { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), _dir: dir })
+        let at = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        Ok(JavaNamesrv { child, addr: at(port), controller: controller.map(at), _dir: dir })
     }
 
     /// A started Java NameServer that listens, and the next one starting.
@@ -96,7 +123,7 @@ impl JavaLauncher {
         };
         self.spare = Some(self.spawn()?);
         let started = Instant::now();
-        while std::net::TcpStream::connect(java.addr).is_err() {
+        while std::net::TcpStream::connect(java.controller.unwrap_or(java.addr)).is_err() {
             if let Ok(Some(status)) = java.child.try_wait() {
                 let log = std::fs::read_to_string(java._dir.path().join("namesrv.log")).unwrap_or_default();
                 return Err(std::io::Error::other(format!("the Java NameServer exited ({status}):\n{log}")));
@@ -113,6 +140,8 @@ impl JavaLauncher {
 /// rocketns in this process, on 127.0.0.1 port 0 with its own KV file; stopped when dropped.
 pub struct Rocketns {
     pub addr: SocketAddr,
+    /// Its controller's port, when started with one.
+    pub controller: Option<SocketAddr>,
     _server: InProcessServer,
     _dir: tempfile::TempDir,
 }
@@ -125,7 +154,22 @@ impl Rocketns {
 
     /// With more settings, as properties text (for the runner's own tests: a server that differs).
     pub async fn start_with(properties: &str) -> std::io::Result<Rocketns> {
+        Rocketns::start_in(tempfile::tempdir()?, properties, None).await
+    }
+
+    /// With a one-node controller group (`controller_keys`).
+    pub async fn start_controller() -> std::io::Result<Rocketns> {
         let dir = tempfile::tempdir()?;
+        let port = rocketns::testing::wire::free_port();
+        let keys = controller_keys(port, dir.path());
+        Rocketns::start_in(dir, &keys, Some(SocketAddr::from(([127, 0, 0, 1], port)))).await
+    }
+
+    async fn start_in(
+        dir: tempfile::TempDir,
+        properties: &str,
+        controller: Option<SocketAddr>,
+    ) -> std::io::Result<Rocketns> {
         let mut config = NamesrvConfig {
             bind_address: "127.0.0.1".into(),
             listen_port: 0,
@@ -137,6 +181,6 @@ impl Rocketns {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let server = NameServer::bind(config, None).await.map_err(|e| std::io::Error::other(e.to_string()))?;
         let server = InProcessServer::run(server)?;
-        Ok(Rocketns { addr: server.addr, _server: server, _dir: dir })
+        Ok(Rocketns { addr: server.addr, controller, _server: server, _dir: dir })
     }
 }

@@ -34,14 +34,14 @@ enum ConnKey {
     Watch,
 }
 
-struct Connection {
+pub(crate) struct Connection {
     stream: TcpStream,
     buf: BytesMut,
     next_opaque: i32,
 }
 
 /// What went wrong with a request, as a reply the other server's can be compared with.
-fn failure(step: &str, what: &str) -> Reply {
+pub(crate) fn failure(step: &str, what: &str) -> Reply {
     Reply {
         step: step.into(),
         serialize_type: 255,
@@ -60,7 +60,7 @@ fn note(what: String) -> Reply {
 }
 
 impl Connection {
-    async fn open(addr: SocketAddr) -> std::io::Result<Connection> {
+    pub(crate) async fn open(addr: SocketAddr) -> std::io::Result<Connection> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Connection { stream, buf: BytesMut::new(), next_opaque: 1 })
@@ -68,7 +68,12 @@ impl Connection {
 
     /// Sends a request and waits for the reply with its opaque; `Err` says why there is none (the
     /// connection is then of no further use).
-    async fn call(&mut self, step: &str, mut cmd: RemotingCommand, ty: SerializeType) -> Result<Reply, Reply> {
+    pub(crate) async fn call(
+        &mut self,
+        step: &str,
+        mut cmd: RemotingCommand,
+        ty: SerializeType,
+    ) -> Result<Reply, Reply> {
         cmd.opaque = self.next_opaque;
         self.next_opaque += 1;
         let mut out = BytesMut::new();
