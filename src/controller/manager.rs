@@ -9,12 +9,6 @@ use super::elect::{self, BrokerLiveness};
 use super::replicas::{ControllerEvent, ReplicasInfo};
 use crate::protocol::codes::{controller as code, response};
 
-/// What the replicated state may hold, whoever asks (SECURITY.md): groups, brokers in a group, and the
-/// bytes of each name, address and check code a broker gives.
-pub const MAX_GROUPS: usize = 10_000;
-pub const MAX_BROKERS_PER_GROUP: usize = 64;
-pub const MAX_TEXT: usize = 512;
-
 /// A request that would take the state past its bounds: CONTROLLER_INVALID_REQUEST.
 fn over_bounds(what: &str) -> Decision {
     Decision::refused(code::INVALID_REQUEST, format!("{what}: over the controller's bounds (SECURITY.md)"))
@@ -242,18 +236,10 @@ pub fn apply_broker_id(
         broker_id: id,
         check_code: check_code.to_string(),
     };
-    if [cluster, broker_name, check_code].iter().any(|t| t.len() > MAX_TEXT) {
-        return over_bounds("a cluster, broker name or check code over 512 bytes");
+    if let Some(what) = state.past_bounds(&event) {
+        return over_bounds(what);
     }
-    let added = super::replicas::entry_bytes(&address_of(check_code), check_code);
     let Some(replicas) = state.replicas(broker_name) else {
-        if state.groups() >= MAX_GROUPS {
-            return over_bounds("a new group");
-        }
-        if state.bytes() + added + super::replicas::group_bytes(cluster, broker_name) > super::replicas::MAX_STATE_BYTES
-        {
-            return over_bounds("a new group past the state's 64 MiB");
-        }
         if id == FIRST_BROKER_CONTROLLER_ID {
             return Decision::ok().with_event(event);
         }
@@ -263,10 +249,6 @@ pub fn apply_broker_id(
         return Decision::refused(code::BROKER_ID_INVALID, err);
     };
     match replicas.brokers.get(&id) {
-        None if replicas.brokers.len() >= MAX_BROKERS_PER_GROUP => over_bounds("a new broker in the group"),
-        None if state.bytes() + added > super::replicas::MAX_STATE_BYTES => {
-            over_bounds("a new broker past the state's 64 MiB")
-        }
         Some(known) if known.check_code != check_code => Decision::refused(
             code::BROKER_ID_INVALID,
             format!("Fail to apply brokerId: {id} in broker-set: {broker_name}"),
@@ -290,8 +272,13 @@ pub fn register_broker(
         let err = format!("BrokerId: {id} hasn't been registered in broker-set: {broker_name}");
         return Decision::refused(code::BROKER_NEED_TO_BE_REGISTERED, err);
     };
-    if address.len() > MAX_TEXT {
-        return over_bounds("an address over 512 bytes");
+    let event = ControllerEvent::UpdateBrokerAddress {
+        broker_name: broker_name.to_string(),
+        address: address.to_string(),
+        broker_id: id,
+    };
+    if let Some(what) = state.past_bounds(&event) {
+        return over_bounds(what);
     }
     let mut decision = Decision::ok();
     if let Some(master) = sync.master.filter(|m| live.is_alive(cluster, broker_name, *m)) {
@@ -304,15 +291,6 @@ pub fn register_broker(
     }
     decision.body = Some(Body::SyncStateSet { set: sync.sync_state_set.clone(), epoch: sync.sync_state_set_epoch });
     if known.address != address {
-        let grown = super::replicas::json_len(address).saturating_sub(super::replicas::json_len(&known.address));
-        if state.bytes() + grown > super::replicas::MAX_STATE_BYTES {
-            return over_bounds("a new address past the state's 64 MiB");
-        }
-        let event = ControllerEvent::UpdateBrokerAddress {
-            broker_name: broker_name.to_string(),
-            address: address.to_string(),
-            broker_id: id,
-        };
         decision = decision.with_event(event);
     }
     decision

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::FIRST_BROKER_CONTROLLER_ID;
+use crate::limits::throttle::client_log;
 
 /// A change decided by the leader and replicated before it is applied (Java's EventMessage kinds).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,7 +89,11 @@ impl PartialEq for ReplicasInfo {
 
 impl Eq for ReplicasInfo {}
 
-/// The most the state may hold, in bytes of its snapshot's JSON (the decisions refuse what would pass it).
+/// What the replicated state may hold, whoever asks (SECURITY.md): groups, brokers in a group, the bytes
+/// of each name, address and check code a broker gives, and in all, in bytes of its snapshot's JSON.
+pub const MAX_GROUPS: usize = 10_000;
+pub const MAX_BROKERS_PER_GROUP: usize = 64;
+pub const MAX_TEXT: usize = 512;
 pub const MAX_STATE_BYTES: usize = 64 << 20;
 
 /// The bytes `text` takes as a JSON string (quotes and escapes included): a control character is six.
@@ -155,9 +160,58 @@ impl ReplicasInfo {
         self.sync_states.iter()
     }
 
+    /// Which bound `event` would take the state past, applied now; `None` when it fits (or changes
+    /// nothing). The leader's decisions refuse such a request before it is replicated, and applying asks
+    /// again: an entry no decision made (appended by whoever speaks Raft from a peer's address) cannot
+    /// take the state past its bounds either, and every node skips the same entries, so they stay equal.
+    pub fn past_bounds(&self, event: &ControllerEvent) -> Option<&'static str> {
+        match event {
+            ControllerEvent::ApplyBrokerId { cluster, broker_name, address, broker_id, check_code } => {
+                if [cluster, broker_name, address, check_code].iter().any(|t| t.len() > MAX_TEXT) {
+                    return Some("a cluster, broker name, address or check code over 512 bytes");
+                }
+                let added = entry_bytes(address, check_code);
+                if let Some((replicas, _)) = self.group(broker_name) {
+                    return match replicas.brokers.contains_key(broker_id) {
+                        true => None,
+                        false if replicas.brokers.len() >= MAX_BROKERS_PER_GROUP => Some("a new broker in the group"),
+                        false if self.bytes + added > MAX_STATE_BYTES => Some("a new broker past the state's 64 MiB"),
+                        false => None,
+                    };
+                }
+                // A new group, or one that replaces the brokers a clean left without their sync state.
+                let replaced = self.replicas.get(broker_name).map(|old| replicas_bytes(broker_name, old));
+                if replaced.is_none() && self.groups() >= MAX_GROUPS {
+                    return Some("a new group");
+                }
+                let after =
+                    self.bytes.saturating_sub(replaced.unwrap_or(0)) + group_bytes(cluster, broker_name) + added;
+                (after > MAX_STATE_BYTES).then_some("a new group past the state's 64 MiB")
+            }
+            ControllerEvent::UpdateBrokerAddress { broker_name, address, broker_id } => {
+                if address.len() > MAX_TEXT {
+                    return Some("an address over 512 bytes");
+                }
+                let known = self.replicas.get(broker_name)?.brokers.get(broker_id)?;
+                let grown = json_len(address).saturating_sub(json_len(&known.address));
+                (self.bytes + grown > MAX_STATE_BYTES).then_some("a new address past the state's 64 MiB")
+            }
+            // Counted in the bytes as a copy of the group's ids (`entry_bytes`), which a decision's set is.
+            ControllerEvent::AlterSyncStateSet { sync_state_set, .. } => {
+                (sync_state_set.len() > MAX_BROKERS_PER_GROUP).then_some("a SyncStateSet of more than 64 brokers")
+            }
+            ControllerEvent::ElectMaster { .. } | ControllerEvent::CleanBrokerData { .. } => None,
+        }
+    }
+
     /// Applies one event of the log. Events are decided against the state they are applied to, so one
-    /// that no longer fits (its group cleaned meanwhile) changes nothing, as in Java.
+    /// that no longer fits (its group cleaned meanwhile) changes nothing, as in Java; nor does one past
+    /// the state's bounds ([`Self::past_bounds`]).
     pub fn apply(&mut self, event: &ControllerEvent) {
+        if let Some(what) = self.past_bounds(event) {
+            client_log!(error, bound = what, "controller: an entry of the log past the state's bounds, not applied");
+            return;
+        }
         match event {
             ControllerEvent::AlterSyncStateSet { broker_name, sync_state_set } => {
                 if self.group(broker_name).is_some()

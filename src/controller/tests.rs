@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::elect::{BrokerLiveInfo, BrokerLiveness};
 use super::manager::{self, Body, ElectRequest};
-use super::replicas::{ControllerEvent, ReplicasInfo};
+use super::replicas::{self, ControllerEvent, ReplicasInfo};
 use crate::protocol::codes::controller as code;
 
 const CLUSTER: &str = "cluster-a";
@@ -283,7 +283,7 @@ fn the_state_survives_a_snapshot() {
 #[test]
 fn the_state_is_bounded_whoever_asks() {
     let mut state = ReplicasInfo::default();
-    for i in 0..manager::MAX_GROUPS {
+    for i in 0..replicas::MAX_GROUPS {
         let applied = manager::apply_broker_id(&state, (CLUSTER, &format!("g{i}")), 1, "127.0.0.1:1;1");
         assert_eq!(applied.code, 0);
         apply(&mut state, &applied);
@@ -294,7 +294,7 @@ fn the_state_is_bounded_whoever_asks() {
     assert_eq!(manager::apply_broker_id(&state, (CLUSTER, "g0"), 1, "127.0.0.1:1;1").code, 0);
 
     let mut state = ReplicasInfo::default();
-    for id in 1..=manager::MAX_BROKERS_PER_GROUP as i64 {
+    for id in 1..=replicas::MAX_BROKERS_PER_GROUP as i64 {
         let next = manager::next_broker_id(&state, GROUP).next_broker_id.unwrap();
         let applied = manager::apply_broker_id(&state, (CLUSTER, GROUP), next, &format!("127.0.0.1:{id};1"));
         assert_eq!(applied.code, 0, "{:?}", applied.remark);
@@ -304,11 +304,58 @@ fn the_state_is_bounded_whoever_asks() {
     let refused = manager::apply_broker_id(&state, (CLUSTER, GROUP), next, "127.0.0.1:65;1");
     assert_eq!((refused.code, refused.events.len()), (code::INVALID_REQUEST, 0));
 
-    let long = "x".repeat(manager::MAX_TEXT + 1);
+    let long = "x".repeat(replicas::MAX_TEXT + 1);
     let refused = manager::apply_broker_id(&ReplicasInfo::default(), (CLUSTER, &long), 1, "127.0.0.1:1;1");
     assert_eq!(refused.code, code::INVALID_REQUEST);
     let refused = manager::register_broker(&state, (CLUSTER, GROUP), (1, &long), &all_alive());
     assert_eq!((refused.code, refused.events.len()), (code::INVALID_REQUEST, 0));
+}
+
+/// Entries that no decision made (whoever speaks Raft from a peer's address appends what it likes) are
+/// held to the same bounds when applied: past them, an entry changes nothing, on every node alike.
+#[test]
+fn entries_past_the_bounds_are_not_applied() {
+    let id = |group: &str, id: i64, address: &str, check_code: &str| ControllerEvent::ApplyBrokerId {
+        cluster: CLUSTER.into(),
+        broker_name: group.into(),
+        address: address.into(),
+        broker_id: id,
+        check_code: check_code.into(),
+    };
+    let mut state = ReplicasInfo::default();
+    for g in 0..replicas::MAX_GROUPS {
+        state.apply(&id(&format!("g{g}"), 1, "127.0.0.1:1", "c"));
+    }
+    let full = state.clone();
+    let long = "x".repeat(replicas::MAX_TEXT + 1);
+    for event in [
+        id("one-more", 1, "127.0.0.1:1", "c"),
+        id("g0", 2, &long, "c"),
+        id("g0", 2, "127.0.0.1:2", &long),
+        ControllerEvent::UpdateBrokerAddress { broker_name: "g0".into(), address: long.clone(), broker_id: 1 },
+        ControllerEvent::AlterSyncStateSet { broker_name: "g0".into(), sync_state_set: (0..65).collect() },
+    ] {
+        state.apply(&event);
+        assert_eq!(state, full, "{event:?} was applied");
+    }
+    for b in 2..=100 {
+        state.apply(&id("g0", b, "127.0.0.1:1", "c"));
+    }
+    assert_eq!(state.replicas("g0").map(|r| r.brokers.len()), Some(replicas::MAX_BROKERS_PER_GROUP));
+    // Check codes of control characters (six bytes each as JSON) stop at the state's bytes.
+    let heavy = "\u{1}".repeat(replicas::MAX_TEXT);
+    'fill: for g in 1..replicas::MAX_GROUPS {
+        for b in 2..=replicas::MAX_BROKERS_PER_GROUP as i64 {
+            let before = state.bytes();
+            state.apply(&id(&format!("g{g}"), b, "127.0.0.1:1", &heavy));
+            if state.bytes() == before {
+                break 'fill;
+            }
+        }
+    }
+    let written = serde_json::to_vec(&state).expect("a snapshot is written").len();
+    assert!(written <= replicas::MAX_STATE_BYTES, "{written} bytes written");
+    assert!(written > replicas::MAX_STATE_BYTES / 2, "only {written} bytes: the bound is too loose");
 }
 
 /// The state is bounded in the bytes its snapshot takes, not only in items: check codes of 500 control
@@ -320,8 +367,8 @@ fn the_state_is_bounded_in_bytes() {
     let heavy = format!("127.0.0.1:1;{}", "\u{1}".repeat(500));
     let mut state = ReplicasInfo::default();
     let mut refused = None;
-    'fill: for g in 0..manager::MAX_GROUPS {
-        for id in 1..=manager::MAX_BROKERS_PER_GROUP as i64 {
+    'fill: for g in 0..replicas::MAX_GROUPS {
+        for id in 1..=replicas::MAX_BROKERS_PER_GROUP as i64 {
             let decision = manager::apply_broker_id(&state, (CLUSTER, &format!("g{g}")), id, &heavy);
             if decision.code != 0 {
                 refused = Some(decision);

@@ -158,7 +158,7 @@ impl ControllerRequest {
 /// a hundred bytes each.
 pub const MAX_NAMES_BODY: usize = 1 << 20;
 
-/// GET_SYNC_STATE_DATA's names, each once, in the order asked; at most [`manager::MAX_GROUPS`]. No names
+/// GET_SYNC_STATE_DATA's names, each once, in the order asked; at most [`replicas::MAX_GROUPS`]. No names
 /// (no body, `[]` or `null`) is Java's SYSTEM_ERROR "not set any response code", on any node: its processor
 /// answers only a non-empty list, before it asks whether it leads.
 fn broker_names(body: &[u8]) -> Result<Vec<String>, RequestError> {
@@ -176,11 +176,11 @@ fn broker_names(body: &[u8]) -> Result<Vec<String>, RequestError> {
     }
     let mut seen = std::collections::HashSet::with_capacity(names.len());
     let unique: Vec<String> = names.into_iter().filter(|n| seen.insert(n.clone())).collect();
-    if unique.len() > super::manager::MAX_GROUPS {
+    if unique.len() > super::replicas::MAX_GROUPS {
         return Err(RequestError::InvalidBody(format!(
             "{} broker names; the controller holds at most {}",
             unique.len(),
-            super::manager::MAX_GROUPS
+            super::replicas::MAX_GROUPS
         )));
     }
     Ok(unique)
