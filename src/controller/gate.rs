@@ -15,6 +15,7 @@
 use std::net::{IpAddr, ToSocketAddrs};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ring::hmac;
@@ -63,34 +64,77 @@ pub enum Refused {
     BadSnapshot,
 }
 
-/// This node's fences, built once at start.
+/// How often the peers' names are resolved again: a peer whose address changes (a replaced host, a pod
+/// rescheduled) or whose name did not resolve at start is let in within this, not refused for good.
+pub const RESOLVE_EVERY: Duration = Duration::from_secs(30);
+
+/// This node's fences: the key, read once at start, and the peers' addresses, resolved at start and
+/// again every [`RESOLVE_EVERY`] ([`PeerGate::resolve_again`]).
 pub struct PeerGate {
     key: Option<hmac::Key>,
-    /// The peers' addresses, IPv4-mapped ones as IPv4.
-    addrs: Vec<IpAddr>,
+    peers: Vec<Peer>,
+    /// Each peer's addresses, IPv4-mapped ones as IPv4: the last that its name resolved to.
+    addrs: ArcSwap<Vec<Vec<IpAddr>>>,
+}
+
+/// What `addr` resolves to now, with the port it names (no lookup for an address given as an IP).
+fn resolve(addr: &str) -> std::io::Result<Vec<IpAddr>> {
+    Ok(addr.to_socket_addrs()?.map(|a| canonical(a.ip())).collect())
 }
 
 impl PeerGate {
     /// `secret` is the content of `controllerPeerSecretFile`, if one is set.
     pub fn new(peers: &[Peer], secret: Option<&[u8]>) -> PeerGate {
-        let mut resolved: Vec<IpAddr> = Vec::new();
-        for peer in peers {
-            match peer.addr.to_socket_addrs() {
-                Ok(addrs) => resolved.extend(addrs.map(|a| a.ip())),
+        let gate = PeerGate {
+            key: secret.map(|s| hmac::Key::new(hmac::HMAC_SHA256, s)),
+            peers: peers.to_vec(),
+            addrs: ArcSwap::from_pointee(vec![Vec::new(); peers.len()]),
+        };
+        gate.resolve_with(resolve);
+        gate
+    }
+
+    /// Resolves the peers' names again, on a blocking thread (a lookup may wait on DNS).
+    pub async fn resolve_again(self: &std::sync::Arc<Self>) {
+        let gate = self.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || gate.resolve_with(resolve)).await {
+            tracing::warn!(error = %e, "controller: resolving the peers' addresses failed");
+        }
+    }
+
+    /// Takes each peer's addresses from `lookup`. A peer whose name does not resolve now keeps the
+    /// addresses it had (a DNS outage must not lock the group's own nodes out); a change is logged.
+    fn resolve_with(&self, lookup: impl Fn(&str) -> std::io::Result<Vec<IpAddr>>) {
+        let old = self.addrs.load();
+        let mut new = old.as_ref().clone();
+        for (i, peer) in self.peers.iter().enumerate() {
+            match lookup(&peer.addr) {
+                Ok(mut addrs) if !addrs.is_empty() => {
+                    addrs.sort();
+                    addrs.dedup();
+                    if addrs != new[i] {
+                        tracing::info!(peer = %peer.id, addr = %peer.addr, ?addrs, "controller: a peer's addresses");
+                        new[i] = addrs;
+                    }
+                }
+                Ok(_) | Err(_) if !new[i].is_empty() => {}
+                Ok(_) => {
+                    tracing::warn!(peer = %peer.id, addr = %peer.addr, "controller: a peer's address resolves to nothing; its Raft frames are refused")
+                }
                 Err(e) => {
                     tracing::warn!(peer = %peer.id, addr = %peer.addr, error = %e, "controller: a peer's address does not resolve; its Raft frames are refused")
                 }
             }
         }
-        let mut addrs: Vec<IpAddr> = resolved.into_iter().map(canonical).collect();
-        addrs.sort();
-        addrs.dedup();
-        PeerGate { key: secret.map(|s| hmac::Key::new(hmac::HMAC_SHA256, s)), addrs }
+        if new != *old.as_ref() {
+            self.addrs.store(std::sync::Arc::new(new));
+        }
     }
 
     /// Whether `ip` is one of the peers' addresses.
     pub fn is_peer_address(&self, ip: IpAddr) -> bool {
-        self.addrs.contains(&canonical(ip))
+        let ip = canonical(ip);
+        self.addrs.load().iter().any(|addrs| addrs.contains(&ip))
     }
 
     pub fn authenticates(&self) -> bool {
@@ -218,6 +262,37 @@ mod tests {
     fn gate(secret: Option<&[u8]>) -> PeerGate {
         let peers = [Peer { id: "n0".into(), addr: "127.0.0.1:9878".into() }];
         PeerGate::new(&peers, secret)
+    }
+
+    /// A peer's name that did not resolve at start is let in once it does; one that stops resolving
+    /// keeps its addresses; one that moves is let in at its new address and no longer at its old.
+    #[test]
+    fn peers_are_resolved_again() {
+        let peers = [
+            Peer { id: "n0".into(), addr: "127.0.0.1:9878".into() },
+            Peer { id: "n1".into(), addr: "controller-1.test.invalid:9878".into() },
+        ];
+        // No DNS is asked: n1's lookups are `named`'s (as new() does, with that lookup).
+        let named = |to: Option<IpAddr>| {
+            move |addr: &str| match (addr.starts_with("controller-1"), to) {
+                (true, Some(ip)) => Ok(vec![ip]),
+                (true, None) => Err(std::io::Error::other("no such host")),
+                (false, _) => resolve(addr),
+            }
+        };
+        let gate = PeerGate { key: None, peers: peers.to_vec(), addrs: ArcSwap::from_pointee(vec![Vec::new(); 2]) };
+        gate.resolve_with(named(None));
+        let (old, new): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        assert!(gate.is_peer_address("127.0.0.1".parse().unwrap()));
+        assert!(!gate.is_peer_address(old), "n1's name resolves to nothing yet");
+        gate.resolve_with(named(Some(old)));
+        assert!(gate.is_peer_address(old));
+        assert!(gate.is_peer_address(IpAddr::V6(std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped())));
+        gate.resolve_with(named(None));
+        assert!(gate.is_peer_address(old), "a DNS outage locks no peer out");
+        gate.resolve_with(named(Some(new)));
+        assert!(gate.is_peer_address(new) && !gate.is_peer_address(old));
+        assert!(gate.is_peer_address("127.0.0.1".parse().unwrap()));
     }
 
     fn raft_request() -> RemotingCommand {

@@ -207,6 +207,15 @@ impl Controller {
             scan(scanning).await;
             ("scans", None)
         });
+        let gate = node.gate.clone();
+        tasks.spawn(async move {
+            let mut every =
+                tokio::time::interval_at(tokio::time::Instant::now() + gate::RESOLVE_EVERY, gate::RESOLVE_EVERY);
+            loop {
+                every.tick().await;
+                gate.resolve_again().await;
+            }
+        });
         let ended = tokio::select! {
             ended = tasks.join_next() => ended,
             () = stop => {
