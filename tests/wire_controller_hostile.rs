@@ -472,6 +472,53 @@ async fn made_up_groups_are_released() {
     }
 }
 
+/// In a group that had a master, ids taken by someone who never ran a broker fill its 64 places only
+/// until they have been silent for `controllerReleaseUnelectedGroupMillis`: then they are released, while
+/// the master and a silent slave in the SyncStateSet are kept, and a real new broker gets an id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn made_up_ids_in_a_real_group_are_released() {
+    let g = group_with(|_, config| config.controller_release_unelected_group_millis = 1000).await;
+    let leader = g.leader().await;
+    let mut master = g.client(leader).await;
+    join(&mut master, "127.0.0.1:10911", "1").await;
+    assert_eq!(master.request(elect("1")).await.code, 0);
+    let mut slave = g.client(leader).await;
+    join(&mut slave, "127.0.0.1:10921", "2").await;
+    let mut alter = request(1001, &[("brokerName", "broker-a"), ("masterBrokerId", "1"), ("masterEpoch", "1")]);
+    alter.body = r#"{"syncStateSet":[1,2],"syncStateSetEpoch":1}"#.into();
+    assert_eq!(master.request(alter).await.code, 0);
+    drop(slave); // silent from now on, but in the SyncStateSet
+
+    let mut stranger = g.client(leader).await;
+    for id in 3..=64 {
+        let taken = stranger.request(apply_id("broker-a", &id.to_string(), &format!("127.0.0.1:1;{id}"))).await;
+        assert_eq!(taken.code, 0, "{taken:?}");
+    }
+    let real = |id: &str| apply_id("broker-a", id, "127.0.0.1:10931;1700000000000");
+    let next = master.request(request(1012, &[("clusterName", "c"), ("brokerName", "broker-a")])).await;
+    let next = next.ext("nextBrokerId").unwrap().to_string();
+    assert_eq!(master.request(real(&next)).await.code, 2005, "the group is full");
+
+    // The real broker gets in at the first release; the made-up ids applied after a scan go at the next.
+    let (deadline, mut applied) = (std::time::Instant::now() + Duration::from_secs(20), false);
+    loop {
+        assert_eq!(master.request(heartbeat("1", "127.0.0.1:10911")).await.code, 0);
+        applied = applied || master.request(real(&next)).await.code == 0;
+        let mut data = request(1006, &[]);
+        data.body = r#"["broker-a"]"#.into();
+        let table: serde_json::Value = serde_json::from_slice(&master.request(data).await.body).unwrap();
+        let group = &table["replicasInfoTable"]["broker-a"];
+        assert_eq!(group["masterBrokerId"], 1, "{group}");
+        let in_sync = serde_json::to_string(&group["inSyncReplicas"]).unwrap();
+        assert!(in_sync.contains("127.0.0.1:10911") && in_sync.contains("127.0.0.1:10921"), "{group}");
+        if applied && !serde_json::to_string(group).unwrap().contains("\"127.0.0.1:1\"") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "after 20 s, real broker applied: {applied}; {group}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A node that was stopped while the others decided and purged their logs catches up from the leader's
 /// snapshot (sent from its file, received within the snapshot bound), and then counts in the majority:
 /// with the third node stopped, the leader and it commit a new decision.

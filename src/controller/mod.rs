@@ -253,7 +253,7 @@ async fn scan(node: Arc<node::ControllerNode>) {
             }
             () = tokio::time::sleep_until(masters) => {
                 node.reelect_where_needed().await;
-                node.release_unelected_groups().await;
+                node.release_silent_brokers().await;
                 masters = tokio::time::Instant::now() + node.switches.scan_inactive_master_interval();
             }
         }

@@ -3,7 +3,7 @@
 //! once the decision's events are committed; it follows the brokers' heartbeats, and on the leader elects
 //! a new master when a group's master goes silent, then tells the group's brokers (1008).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ const WAIT: Duration = Duration::from_secs(5);
 const QUORUM_LEASE: Duration = Duration::from_millis(1000);
 /// GET_SYNC_STATE_DATA replies built at once, each at most the state's size (`listener`).
 const LARGE_ANSWERS: usize = 4;
-/// Groups released in one scan at most (`release_unelected_groups`).
+/// Release decisions in one scan at most (`release_silent_brokers`).
 const RELEASED_AT_ONCE: usize = 100;
 
 /// The log and the state machine as read from `controllerStorePath`.
@@ -71,8 +71,9 @@ pub struct ControllerNode {
     pub(super) large_answers: tokio::sync::Semaphore,
     /// What /metrics shows of it.
     pub(super) stats: Arc<ControllerStats>,
-    /// On the leader, since when each never-elected group has had no live broker (`release_unelected_groups`).
-    unelected: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// On the leader, since when each broker that is not alive has been seen so, by group and id
+    /// (`release_silent_brokers`): at most one entry for each broker the state holds.
+    silent: std::sync::Mutex<HashMap<String, BTreeMap<i64, std::time::Instant>>>,
     /// Where 1002, 1009 and 1011 and the elections it starts itself are recorded.
     pub(super) audit: Arc<crate::ops::audit::AuditLog>,
     machine: StateMachine,
@@ -135,7 +136,7 @@ impl ControllerNode {
             arriving: Default::default(),
             large_answers: tokio::sync::Semaphore::new(LARGE_ANSWERS),
             stats,
-            unelected: Default::default(),
+            silent: Default::default(),
             audit,
             machine,
             heartbeats: HeartbeatTable::default(),
@@ -412,18 +413,27 @@ impl ControllerNode {
         }
     }
 
-    /// On the leader, removes the groups that no master was ever elected for and none of whose brokers
-    /// has beaten to it for `controllerReleaseUnelectedGroupMillis` (a decision like CLEAN_BROKER_DATA's,
-    /// at most [`RELEASED_AT_ONCE`] a scan): ids taken by anyone who never ran a broker are not kept for
-    /// good, and cannot fill the 10,000 groups. A group that had a master stays until an admin cleans it,
-    /// as in Java. The time counts on this leader only: a new leader starts it again.
-    pub async fn release_unelected_groups(&self) {
+    /// On the leader, releases what anyone who never ran a broker could keep for good: a group that no
+    /// master was ever elected for and none of whose brokers has beaten to it for
+    /// `controllerReleaseUnelectedGroupMillis`, and in a group that had one, each broker id as silent that
+    /// is neither its master nor in its SyncStateSet (so made-up ids cannot fill a real group's 64). Each a
+    /// decision like CLEAN_BROKER_DATA's, at most [`RELEASED_AT_ONCE`] a scan. A real broker whose id
+    /// went applies for it again with its id file's check code and gets it back. The time counts on this
+    /// leader only: a new leader starts it again.
+    pub async fn release_silent_brokers(&self) {
         let Some(after) = self.settings.release_unelected_after else { return };
-        for (cluster, broker_name) in self.unelected_due(after) {
+        for (cluster, broker_name, ids) in self.silent_due(after) {
             let name = shown(&broker_name, 128).into_owned();
-            let request = ControllerRequest::CleanBrokerData { cluster, broker_name, ids: None, clean_living: false };
+            let listed = ids.as_ref().map(|ids| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(";"));
+            let request =
+                ControllerRequest::CleanBrokerData { cluster, broker_name, ids: listed.clone(), clean_living: false };
             let code = self.decide_own(&request).await.map_or_else(|e| e.response_code(), |resp| resp.code);
-            tracing::info!(broker = %name, code, "controller: a group never elected and silent released");
+            match listed {
+                None => tracing::info!(broker = %name, code, "controller: a group never elected and silent released"),
+                Some(ids) => {
+                    tracing::info!(broker = %name, ids, code, "controller: silent broker ids outside the SyncStateSet released")
+                }
+            }
         }
     }
 
@@ -438,32 +448,47 @@ impl ControllerNode {
         decided
     }
 
-    /// The never-elected groups silent for `after` on this leader (see `release_unelected_groups`).
-    fn unelected_due(&self, after: Duration) -> Vec<(String, String)> {
-        let mut unelected = self.unelected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// What `release_silent_brokers` releases now: whole groups (`None`) and ids of elected groups.
+    fn silent_due(&self, after: Duration) -> Vec<(String, String, Option<BTreeSet<i64>>)> {
+        let mut silent = self.silent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if !self.is_leader() {
-            unelected.clear();
+            silent.clear();
             return Vec::new();
         }
         let now = std::time::Instant::now();
-        let mut silent = std::collections::HashSet::new();
         let mut due = Vec::new();
         let applied = self.machine.applied();
         let state = &applied.state;
-        for (name, sync) in state.sync_states().filter(|(_, sync)| sync.first_election()) {
+        let mut tracked = HashMap::new();
+        for (name, sync) in state.sync_states() {
             let Some(replicas) = state.replicas(name) else { continue };
-            let alive =
-                |id: &i64| super::elect::BrokerLiveness::is_alive(&self.heartbeats, &replicas.cluster, name, *id);
-            if replicas.brokers.keys().any(alive) {
-                continue;
+            let mut since = silent.remove(name).unwrap_or_default();
+            since.retain(|id, _| replicas.brokers.contains_key(id));
+            let (mut releasable, mut all_due) = (BTreeSet::new(), true);
+            for id in replicas.brokers.keys() {
+                if super::elect::BrokerLiveness::is_alive(&self.heartbeats, &replicas.cluster, name, *id) {
+                    since.remove(id);
+                    all_due = false;
+                    continue;
+                }
+                if now.duration_since(*since.entry(*id).or_insert(now)) < after {
+                    all_due = false;
+                } else if sync.master != Some(*id) && !sync.sync_state_set.contains(id) {
+                    releasable.insert(*id);
+                }
             }
-            silent.insert(name.clone());
-            let since = *unelected.entry(name.clone()).or_insert(now);
-            if now.duration_since(since) >= after && due.len() < RELEASED_AT_ONCE {
-                due.push((sync.cluster.clone(), name.clone()));
+            if due.len() < RELEASED_AT_ONCE {
+                if sync.first_election() && all_due {
+                    due.push((sync.cluster.clone(), name.clone(), None));
+                } else if !sync.first_election() && !releasable.is_empty() {
+                    due.push((sync.cluster.clone(), name.clone(), Some(releasable)));
+                }
+            }
+            if !since.is_empty() {
+                tracked.insert(name.clone(), since);
             }
         }
-        unelected.retain(|name, _| silent.contains(name));
+        *silent = tracked;
         due
     }
 
