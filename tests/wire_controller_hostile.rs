@@ -372,6 +372,53 @@ async fn idle_strangers_fill_a_port_only_so_far() {
     assert!(closed_within(first, Duration::from_secs(15)).await, "an idle stranger closed after 10 s");
 }
 
+/// Frames over 64 KiB on the controller port take room in the NameServer's `largeFrameBufferBytes` pool,
+/// the one its own port uses, so that both ports together stay within it; from the peers' addresses, room
+/// in a pool of their own. A stranger (127.0.0.2) that announces a frame of 900 KiB and sends no more of
+/// it holds the NameServer's pool (1 MiB here): a large request on its remoting port waits until the
+/// stranger goes, while a large frame from the peers' address (127.0.0.1) is still read and answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_frames_share_the_nameservers_pool_and_the_peers_have_their_own() {
+    use tokio::io::AsyncWriteExt;
+    let metrics: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let g = group_with(|i, config| {
+        config.frame_max_length = 512 << 10;
+        config.large_frame_buffer_bytes = 1 << 20;
+        config.metrics_port = metrics[i];
+    })
+    .await;
+    let leader = g.leader().await;
+    let held = || common::metric(metrics[leader], "rocketns_memory_budget_bytes{pool=\"requests\"}").unwrap_or(0.0);
+    let large = |code: i32| {
+        let mut req = request(code, &[("topic", "t")]);
+        req.body = vec![b'x'; 900 << 10].into();
+        req
+    };
+
+    let mut stranger = connect_from("127.0.0.2", &g.peers[leader]).await;
+    stranger.write_all(&(900u32 << 10).to_be_bytes()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while held() < f64::from(900u32 << 10) {
+        assert!(std::time::Instant::now() < deadline, "the stranger's frame took no room: {}", held());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let namesrv = g.nodes[leader].as_ref().unwrap().addr;
+    let mut lookup = common::Client::connect(namesrv).await;
+    let mut small_lookup = large(105);
+    small_lookup.body = vec![b'x'; 100 << 10].into();
+    let waiting = tokio::spawn(async move { lookup.request(small_lookup).await.code });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!waiting.is_finished(), "the NameServer read a large frame with its pool held by the controller port");
+
+    let mut peer = Client::over(connect_from("127.0.0.1", &g.peers[leader]).await);
+    let answered = tokio::time::timeout(Duration::from_secs(10), peer.request(large(1005))).await;
+    assert_eq!(answered.map(|r| r.code).ok(), Some(0), "a peer's large frame waited on the shared pool");
+
+    drop(stranger);
+    let code = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+    assert!(matches!(code, Ok(Ok(_))), "the NameServer's large request once the stranger went: {code:?}");
+}
+
 /// What operators see of each node: /metrics's controller lines (role, term, elections by result, the
 /// log, live brokers, refused peer frames) and the audit log's lines for elections and 1009.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

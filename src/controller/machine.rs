@@ -248,3 +248,38 @@ impl RaftStateMachine<ControllerRaft> for StateMachine {
         Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+
+    fn meta(index: u64) -> Meta {
+        Meta {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(1, 0), index)),
+            last_membership: Membership::default(),
+            snapshot_id: format!("1-0-{index}"),
+        }
+    }
+
+    fn data(meta: &Meta) -> Vec<u8> {
+        serde_json::to_vec(&SnapshotToStore { meta, state: &ReplicasInfo::default() }).expect("a snapshot")
+    }
+
+    /// A build that an install overtook (the build read the state at index 5; the leader's snapshot of
+    /// index 10 was installed before the build's file was written) leaves the newer file, which is what
+    /// the node sends and what it restarts from.
+    #[tokio::test]
+    async fn a_build_overtaken_by_an_install_leaves_the_newer_file() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let mut machine = StateMachine::open(dir.path()).expect("open");
+        let newer = meta(10);
+        machine.install_snapshot(&newer, Box::new(Cursor::new(data(&newer)))).await.expect("installed");
+        let older = meta(5);
+        machine.write_file(data(&older), &older).await.expect("the late build");
+        let current = machine.get_current_snapshot().await.expect("read").expect("a snapshot");
+        assert_eq!(current.meta.last_log_id.map(|id| id.index), Some(10));
+        let restarted = StateMachine::open(dir.path()).expect("open again");
+        assert_eq!(restarted.applied().last_applied.map(|id| id.index), Some(10));
+    }
+}

@@ -282,7 +282,29 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::Vote;
+    use openraft::{CommittedLeaderId, EntryPayload, LogId, Vote};
+
+    /// An append is refused once the log file would pass MAX_LOG_BYTES (a heartbeat, with no entries,
+    /// never is), and so are entries that do not follow one another, or whose term is above the leader's.
+    #[test]
+    fn appends_have_bounds_in_bytes_and_order() {
+        let entry = |index: u64, term: u64| super::super::raft::Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 0), index),
+            payload: EntryPayload::Blank,
+        };
+        let rpc = |entries: Vec<super::super::raft::Entry>| AppendEntriesRequest::<ControllerRaft> {
+            vote: Vote::new_committed(2, 0),
+            prev_log_id: None,
+            entries,
+            leader_commit: None,
+        };
+        let full = gate::MAX_LOG_BYTES + 1;
+        assert_eq!(appends(&rpc(vec![entry(0, 1), entry(1, 2)]), 2, (0, gate::MAX_LOG_BYTES)), Ok(()));
+        assert_eq!(appends(&rpc(vec![entry(0, 1)]), 2, (0, full)), Err(Refused::LogFull));
+        assert_eq!(appends(&rpc(Vec::new()), 2, (0, full)), Ok(()));
+        assert_eq!(appends(&rpc(vec![entry(0, 1), entry(2, 1)]), 2, (0, 1000)), Err(Refused::Gap));
+        assert!(matches!(appends(&rpc(vec![entry(0, 3)]), 2, (0, 1000)), Err(Refused::Term { asked: 3, .. })));
+    }
 
     /// A peer that takes connections and never answers (its process hung, its host gone without a close):
     /// a request that gets no reply gives its connection up, and the next one connects again.
