@@ -31,6 +31,14 @@ pub struct Outcome {
     pub known: Vec<(usize, &'static str)>,
 }
 
+impl Outcome {
+    /// How many steps show the difference `signature` names, when this outcome differs that way (what a
+    /// shrinking candidate is kept for, cut to those steps).
+    pub fn shows(&self, signature: &str) -> Option<usize> {
+        self.difference.as_ref().filter(|d| d.signature == signature).map(|d| d.step + 1)
+    }
+}
+
 /// `stale-live-entry` (COMPATIBILITY.md): after a broker's connection closed or it expired, Java still
 /// answers QUERY_DATA_VERSION for its address with its last DataVersion (its liveness entry is never
 /// removed when the address had left its group's table first); rocketns removed the entry.

@@ -123,16 +123,12 @@ impl Runner {
                 return false;
             }
             let candidate = Sequence { brokers: brokers.clone(), steps: steps.to_vec() };
-            match self.run(&candidate) {
-                Ok(o) if o.difference.as_ref().is_some_and(|d| d.signature == diff.signature) => {
-                    let mut candidate = candidate;
-                    let end = o.difference.as_ref().map_or(0, |d| d.step + 1);
-                    candidate.steps.truncate(end);
-                    *best = (candidate, o);
-                    true
-                }
-                _ => false,
-            }
+            let Ok(o) = self.run(&candidate) else { return false };
+            let Some(end) = o.shows(&diff.signature) else { return false };
+            let mut candidate = candidate;
+            candidate.steps.truncate(end);
+            *best = (candidate, o);
+            true
         };
         // Reads change nothing: all but the differing step go first, in one try.
         let last = best.0.steps.len() - 1;

@@ -57,15 +57,12 @@ impl CtlRunner {
                 return false;
             }
             let candidate = CtlSequence { brokers: seq.brokers.clone(), steps: steps.to_vec() };
-            match self.run(&candidate) {
-                Ok(o) if o.difference.as_ref().is_some_and(|d| d.signature == diff.signature) => {
-                    let mut candidate = candidate;
-                    candidate.steps.truncate(o.difference.as_ref().map_or(0, |d| d.step + 1));
-                    best = (candidate, o);
-                    true
-                }
-                _ => false,
-            }
+            let Ok(o) = self.run(&candidate) else { return false };
+            let Some(end) = o.shows(&diff.signature) else { return false };
+            let mut candidate = candidate;
+            candidate.steps.truncate(end);
+            best = (candidate, o);
+            true
         });
         best
     }
