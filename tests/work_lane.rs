@@ -1,17 +1,26 @@
 //! The work lane's floor (src/net/lane.rs): its threads run SCHED_IDLE; when threads at the normal priority
 //! take every core (a lookup flood does), the watchdog lifts them to nice 10, a broker's registration is
 //! answered, and once the cores are free again they go back to SCHED_IDLE. And the route writer's work is
-//! the lane's: none of it runs on the threads of the runtime that serves lookups.
+//! the lane's: none of it runs on the threads of the runtime that serves lookups. And a storm of brokers
+//! registering at once starts no more of the lane's threads than its cap. The tests count this process's
+//! threads by name, so they run one at a time.
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use common::*;
 use rocketns::NameServer;
 use rocketns::lane::WorkLane;
+
+/// Held by each test: they count this process's threads by name.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 const SCHED_OTHER: u32 = 0;
 const SCHED_IDLE: u32 = 5;
@@ -28,6 +37,7 @@ fn lane_policies() -> Vec<u32> {
 
 #[test]
 fn a_starved_lane_is_lifted_and_lowered_again() {
+    let _alone = one_at_a_time();
     let lane = WorkLane::new(1).expect("work lane");
     if !lane.is_idle_policy() {
         eprintln!("SKIPPED: no permission to lift a SCHED_IDLE thread here (RLIMIT_NICE < 10, no CAP_SYS_NICE)");
@@ -94,6 +104,7 @@ fn a_starved_lane_is_lifted_and_lowered_again() {
 /// writer spawned beside the lookups they used 58 clock ticks to the lane's 155 (0 to 217 now).
 #[test]
 fn the_writers_work_runs_on_the_lane() {
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().expect("temp dir");
     let lane = WorkLane::new(1).expect("work lane");
     let runtime =
@@ -123,5 +134,57 @@ fn the_writers_work_runs_on_the_lane() {
     assert!(on_lane > 0, "the lane did the work");
     assert!(serve * 20 <= on_lane, "{serve} ticks beside the lookups, {on_lane} on the lane");
     drop(runtime);
+    drop(lane);
+}
+
+/// 600 brokers registering at once, each a body of 60 topics (under 16 KiB: decoded without a turn, on the
+/// lane's blocking pool): every one is answered, and the lane never has more threads than its worker and
+/// its blocking pool's cap. Uncapped, tokio starts a blocking thread whenever none is idle, up to 512 (269
+/// for a storm of 1,000 brokers), each keeping its allocator's pages (src/net/lane.rs).
+#[test]
+fn a_storm_starts_no_more_lane_threads_than_the_cap() {
+    let _alone = one_at_a_time();
+    let lane = WorkLane::new(1).expect("work lane");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    let (addr, stop, task) = runtime.block_on(async {
+        let server = NameServer::bind(test_config(), None).await.expect("bind").with_work_lane(&lane);
+        let addr = server.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        (addr, stop, task)
+    });
+    let serving = std::thread::spawn(move || runtime.block_on(async { task.await }));
+    let names: Vec<String> = (0..60).map(|i| format!("storm-topic-{i}")).collect();
+    let topics: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 8, 8)).collect();
+    let frames: Vec<Vec<u8>> = (0..600)
+        .map(|i| {
+            let (name, broker_addr) = (format!("broker-{i}"), format!("127.0.0.1:{}", 20_000 + i));
+            let b = Broker::new("DefaultCluster", &name, 0, &broker_addr);
+            frame_bytes(&register_request(&b, dv(1), &topics))
+        })
+        .collect();
+    assert!(frames.iter().all(|f| f.len() <= 16 * 1024), "each frame is a small one");
+    let mut brokers: Vec<std::net::TcpStream> =
+        frames.iter().map(|_| std::net::TcpStream::connect(addr).expect("connect")).collect();
+    let mut most = 0;
+    for (stream, frame) in brokers.iter_mut().zip(&frames) {
+        std::io::Write::write_all(stream, frame).expect("send");
+        most = most.max(thread_stats("rocketns-lane").len());
+    }
+    for stream in &mut brokers {
+        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let reply = blocking_reply(stream).expect("a registration answered");
+        assert_eq!(reply.code, 0, "registration: {:?}", reply.remark);
+        most = most.max(thread_stats("rocketns-lane").len());
+    }
+    // Idle blocking threads stay 10 s: the count now is at least the most there were at once.
+    most = most.max(thread_stats("rocketns-lane").len());
+    let cap = 1 + 1 + rocketns::lane::BLOCKING_BESIDE_WORKERS;
+    eprintln!("the lane's threads: at most {most} at once (its cap: {cap})");
+    assert!(most <= cap, "{most} lane threads, more than its worker and its blocking pool's cap ({cap})");
+    let _ = stop.send(());
+    serving.join().expect("server thread").expect("server task").expect("stopped cleanly");
     drop(lane);
 }
