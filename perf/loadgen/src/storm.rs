@@ -64,6 +64,11 @@ pub struct StormArgs {
     lookups: usize,
     #[arg(long, default_value_t = 2000)]
     lookup_rate: u64,
+    /// The probe broker's topics: 100 make a frame of about 16.6 KB, over the 16 KiB that a registration
+    /// reads without waiting for room in the requests pool (what a hostile fleet holds: perf/controller-steady.sh
+    /// asks 50).
+    #[arg(long, default_value_t = 100)]
+    probe_topics: usize,
     /// The core the lookups run on, alone (the rest of the generator `taskset` elsewhere): see
     /// perf/storm.sh for why the storm's sender shares the server's core.
     #[arg(long)]
@@ -120,11 +125,9 @@ impl Clock {
     }
 }
 
-const PROBE_TOPICS: usize = 100;
-
 /// The probe broker: registered before the storm, over a connection kept open, its topics the lookups'.
-async fn probe_broker(addr: &str) -> Result<TcpStream, String> {
-    let names: Vec<String> = (0..PROBE_TOPICS).map(|i| format!("probe-{i}")).collect();
+async fn probe_broker(addr: &str, topics: usize) -> Result<TcpStream, String> {
+    let names: Vec<String> = (0..topics).map(|i| format!("probe-{i}")).collect();
     let frame = encode(&register_request("probe", 0, "10.255.0.1:10911", &names, 1, false));
     let mut stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
     stream.write_all(&frame).await.map_err(|e| format!("register probe: {e}"))?;
@@ -135,12 +138,12 @@ async fn probe_broker(addr: &str) -> Result<TcpStream, String> {
     }
 }
 
-async fn lookups(addr: String, seed: u64, pace: Duration, clock: Arc<Clock>) -> Phases {
+async fn lookups(addr: String, seed: u64, pace: Duration, clock: Arc<Clock>, probe_topics: usize) -> Phases {
     let mut phases = Phases { quiet: new_histogram(), storm: new_histogram(), after: new_histogram(), failed: 0 };
     let mut i = seed;
     let topic = || {
         i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        format!("probe-{}", (i >> 33) as usize % PROBE_TOPICS)
+        format!("probe-{}", (i >> 33) as usize % probe_topics)
     };
     let record = |asked: Instant, took: Duration| {
         let _ = clock.phase(asked, &mut phases).record((took.as_nanos() as u64).max(1_000));
@@ -216,7 +219,7 @@ fn phase_json(h: &Histogram<u64>) -> String {
 }
 
 pub async fn run(args: StormArgs) -> i32 {
-    let probe = match probe_broker(&args.addr).await {
+    let probe = match probe_broker(&args.addr, args.probe_topics.max(1)).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("storm: {e}");
@@ -246,10 +249,12 @@ pub async fn run(args: StormArgs) -> i32 {
         storm_to: AtomicU64::new(0),
         stop: AtomicBool::new(false),
     });
-    let (addr, count, lookup_clock) = (args.addr.clone(), args.lookups, clock.clone());
+    let (addr, count, lookup_clock, probe_topics) =
+        (args.addr.clone(), args.lookups, clock.clone(), args.probe_topics.max(1));
     let pace = Duration::from_secs_f64(count as f64 / args.lookup_rate.max(1) as f64);
-    let lookup_thread =
-        lookup_thread(count, args.lookup_cpu, move |i| lookups(addr.clone(), i as u64 + 1, pace, lookup_clock.clone()));
+    let lookup_thread = lookup_thread(count, args.lookup_cpu, move |i| {
+        lookups(addr.clone(), i as u64 + 1, pace, lookup_clock.clone(), probe_topics)
+    });
     tokio::time::sleep(Duration::from_secs_f64(args.quiet)).await;
     let quiet_rss = args.server_pid.and_then(rss).map_or(0, |r| r.0);
     // Routed before any broker spoke: a server restarted over its route file already has them (warm).
