@@ -520,8 +520,9 @@ async fn made_up_groups_are_released() {
 }
 
 /// In a group that had a master, ids taken by someone who never ran a broker fill its 64 places only
-/// until they have been silent for `controllerReleaseUnelectedGroupMillis`: then they are released, while
-/// the master and a silent slave in the SyncStateSet are kept, and a real new broker gets an id.
+/// until they have been silent for `controllerReleaseUnelectedGroupMillis`: then the newest are released
+/// down to half the places, while the master and a silent slave in the SyncStateSet are kept, and a real
+/// new broker gets an id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn made_up_ids_in_a_real_group_are_released() {
     let g = group_with(|_, config| config.controller_release_unelected_group_millis = 1000).await;
@@ -558,12 +559,63 @@ async fn made_up_ids_in_a_real_group_are_released() {
         assert_eq!(group["masterBrokerId"], 1, "{group}");
         let in_sync = serde_json::to_string(&group["inSyncReplicas"]).unwrap();
         assert!(in_sync.contains("127.0.0.1:10911") && in_sync.contains("127.0.0.1:10921"), "{group}");
-        if applied && !serde_json::to_string(group).unwrap().contains("\"127.0.0.1:1\"") {
+        if applied && group_ids(group).len() <= 33 {
+            assert!(group_ids(group).contains(&next.parse().unwrap()), "the real broker's id: {group}");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "after 20 s, real broker applied: {applied}; {group}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The ids a GET_SYNC_STATE_DATA group holds, in its SyncStateSet or not.
+fn group_ids(group: &serde_json::Value) -> Vec<i64> {
+    let listed = |key: &str| group[key].as_array().cloned().unwrap_or_default();
+    listed("inSyncReplicas").iter().chain(&listed("notInSyncReplicas")).filter_map(|r| r["brokerId"].as_i64()).collect()
+}
+
+/// A real slave down past `controllerReleaseUnelectedGroupMillis`, out of the SyncStateSet (a master drops
+/// a dead slave from it within seconds), keeps its id: a Java broker with its id file comes back with
+/// REGISTER_BROKER_TO_CONTROLLER (1003) alone, which a released id is refused (2010). Made-up silent ids
+/// that took the group past half its places are released, the newest of those due first, down to half.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_real_slave_down_for_long_keeps_its_id() {
+    let g = group_with(|_, config| config.controller_release_unelected_group_millis = 1000).await;
+    let leader = g.leader().await;
+    let mut master = g.client(leader).await;
+    join(&mut master, "127.0.0.1:10911", "1").await;
+    assert_eq!(master.request(elect("1")).await.code, 0);
+    let mut slave = g.client(leader).await;
+    join(&mut slave, "127.0.0.1:10921", "2").await;
+    drop(slave); // down from now on, never in the SyncStateSet
+    let mut stranger = g.client(leader).await;
+    for id in 3..=40 {
+        let taken = stranger.request(apply_id("broker-a", &id.to_string(), &format!("127.0.0.1:1;{id}"))).await;
+        assert_eq!(taken.code, 0, "{taken:?}");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let ids = loop {
+        assert_eq!(master.request(heartbeat("1", "127.0.0.1:10911")).await.code, 0);
+        let mut data = request(1006, &[]);
+        data.body = r#"["broker-a"]"#.into();
+        let table: serde_json::Value = serde_json::from_slice(&master.request(data).await.body).unwrap();
+        let mut ids = group_ids(&table["replicasInfoTable"]["broker-a"]);
+        ids.sort_unstable();
+        if ids.len() <= 32 {
+            break ids;
+        }
+        assert!(std::time::Instant::now() < deadline, "after 20 s: {ids:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Down to half, no further; which made-up ids go depends on when each scan first saw them silent.
+    assert_eq!(ids.len(), 32, "{ids:?}");
+    assert_eq!(ids[..2], [1, 2], "the master and the slave kept: {ids:?}");
+    let mut back = g.client(leader).await;
+    let fields =
+        [("clusterName", "c"), ("brokerName", "broker-a"), ("brokerId", "2"), ("brokerAddress", "127.0.0.1:10921")];
+    assert_eq!(back.request(heartbeat("2", "127.0.0.1:10921")).await.code, 0);
+    let registered = back.request(request(1003, &fields)).await;
+    assert_eq!(registered.code, 0, "the slave registers again with its id: {registered:?}");
 }
 
 /// A node that was stopped while the others decided and purged their logs catches up from the leader's

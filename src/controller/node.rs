@@ -36,6 +36,8 @@ const QUORUM_LEASE: Duration = Duration::from_millis(1000);
 const LARGE_ANSWERS: usize = 4;
 /// Release decisions in one scan at most (`release_silent_brokers`).
 const RELEASED_AT_ONCE: usize = 100;
+/// In a group that had a master, silent ids are released only past this many (half its places).
+const RELEASE_PAST: usize = super::replicas::MAX_BROKERS_PER_GROUP / 2;
 
 /// The log and the state machine as read from `controllerStorePath`.
 pub struct Store {
@@ -415,11 +417,11 @@ impl ControllerNode {
 
     /// On the leader, releases what anyone who never ran a broker could keep for good: a group that no
     /// master was ever elected for and none of whose brokers has beaten to it for
-    /// `controllerReleaseUnelectedGroupMillis`, and in a group that had one, each broker id as silent that
-    /// is neither its master nor in its SyncStateSet (so made-up ids cannot fill a real group's 64). Each a
-    /// decision like CLEAN_BROKER_DATA's, at most [`RELEASED_AT_ONCE`] a scan. A real broker whose id
-    /// went applies for it again with its id file's check code and gets it back. The time counts on this
-    /// leader only: a new leader starts it again.
+    /// `controllerReleaseUnelectedGroupMillis`, and in a group that had one and holds more than
+    /// [`RELEASE_PAST`] ids, the newest ids as silent that are neither its master nor in its SyncStateSet,
+    /// down to that many (so made-up ids cannot fill a real group's 64, and a real group's slaves, a few
+    /// low ids, stay however long they are down). Each a decision like CLEAN_BROKER_DATA's, at most
+    /// [`RELEASED_AT_ONCE`] a scan. The time counts on this leader only: a new leader starts it again.
     pub async fn release_silent_brokers(&self) {
         let Some(after) = self.settings.release_unelected_after else { return };
         for (cluster, broker_name, ids) in self.silent_due(after) {
@@ -477,6 +479,11 @@ impl ControllerNode {
                     releasable.insert(*id);
                 }
             }
+            // Only the places past half of them, the newest ids first: a real slave that was down comes back
+            // with REGISTER_BROKER_TO_CONTROLLER alone (its id file holds no check code to apply with), which
+            // a released id is refused.
+            let past_half = replicas.brokers.len().saturating_sub(RELEASE_PAST);
+            let releasable: BTreeSet<i64> = releasable.into_iter().rev().take(past_half).collect();
             if due.len() < RELEASED_AT_ONCE {
                 if sync.first_election() && all_due {
                     due.push((sync.cluster.clone(), name.clone(), None));
