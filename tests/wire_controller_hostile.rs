@@ -143,6 +143,40 @@ async fn a_strangers_address_and_absurd_frames_are_refused_without_a_secret() {
     still_deciding(&g).await;
 }
 
+/// A snapshot whose chunk was sent again: openraft's own receiver wrote it over what it covered and kept
+/// what lay beyond, where the check had cut it, so a snapshot checked whole was installed with four more
+/// bytes, did not read, and stopped the node (and its NameServer) for good. Now the node installs the bytes
+/// it checked, and these, whose metadata is not the one they hold, are refused: the group decides on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_is_installed_as_it_was_checked() {
+    let g = group().await;
+    let leader = g.leader().await;
+    let follower = (leader + 1) % 3;
+    let stored: serde_json::Value = serde_json::from_str(&stored_votes(&g)[follower]).expect("raft-meta.json");
+    let vote = stored["vote"].clone();
+    assert!(vote["leader_id"]["term"].as_u64().is_some(), "{stored}");
+    let snapshot = br#"{"meta":{"last_log_id":null,"last_membership":{"log_id":null,"membership":{"configs":[],"nodes":{}}},"snapshot_id":"a"},"state":{"replicas":{},"sync_states":{}}}"#;
+    let meta = serde_json::json!({
+        "last_log_id": {"leader_id": vote["leader_id"], "index": 100_000},
+        "last_membership": {"log_id": null, "membership": {"configs": [[0, 1, 2]], "nodes": {}}},
+        "snapshot_id": "sent-again",
+    });
+    let chunk = |offset: usize, data: &[u8], done: bool| {
+        let body = serde_json::json!({"vote": vote, "meta": meta, "offset": offset, "data": data, "done": done});
+        raft_frame(60003, &body.to_string())
+    };
+    let mut first = snapshot.to_vec();
+    first.extend_from_slice(b"ZZZZ");
+    let mut c = g.client(follower).await;
+    let taken = c.request(chunk(0, &first, false)).await;
+    assert_eq!(taken.code, 0, "{taken:?}");
+    let last = c.request(chunk(snapshot.len(), b"", true)).await;
+    assert_eq!(last.code, NO_PERMISSION, "{last:?}");
+    assert!(last.remark.as_deref().unwrap_or_default().contains("no snapshot"), "{last:?}");
+    still_deciding(&g).await;
+    assert!(!stored_votes(&g)[follower].contains("100000"), "{}", stored_votes(&g)[follower]);
+}
+
 /// TIME-WAIT sockets from or to `ports` (IPv4 loopback), from /proc/net/tcp.
 fn time_waits(ports: &[u16]) -> usize {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();

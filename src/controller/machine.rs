@@ -33,10 +33,14 @@ struct MetaOnly {
     meta: Meta,
 }
 
-/// Whether `data` is a snapshot this node can install (a garbled one would make openraft stop the node's
-/// Raft for good: `network` refuses its last chunk instead).
-pub fn installable(data: &[u8]) -> bool {
-    serde_json::from_slice::<StoredSnapshot>(data).is_ok()
+/// Whether `data` is a snapshot this node can install as `meta`, sent by a leader of `term`: it reads as
+/// one (a garbled one would make openraft stop the node's Raft for good), it holds that metadata itself
+/// (the file is what a restart reads), its last entry's term is not above the leader's, and its state is
+/// within the bounds that decisions keep. `network` refuses its last chunk otherwise.
+pub fn installable(data: &[u8], meta: &Meta, term: u64) -> bool {
+    let Ok(mut stored) = serde_json::from_slice::<StoredSnapshot>(data) else { return false };
+    stored.state.recount();
+    stored.meta == *meta && meta.last_log_id.is_none_or(|id| id.leader_id.term <= term) && stored.state.within_bounds()
 }
 
 /// The same, written from borrowed parts.

@@ -17,6 +17,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
+use openraft::storage::Snapshot;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -177,15 +178,15 @@ pub async fn serve(
             let log_bytes = node.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
             let grown = log_bytes.saturating_add(req.body.len() as u64);
             let check = |rpc: &AppendEntriesRequest<ControllerRaft>| appends(rpc, term, (purged, grown));
-            answer(&req.body, check, |rpc| raft.append_entries(rpc)).await
+            answer(&req.body, check, |rpc, ()| raft.append_entries(rpc)).await
         }
         code::RAFT_VOTE => {
             let check = |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term);
-            answer(&req.body, check, |rpc| raft.vote(rpc)).await
+            answer(&req.body, check, |rpc, ()| raft.vote(rpc)).await
         }
         _ => {
             let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term, &node.arriving);
-            answer(&req.body, check, |rpc| raft.install_snapshot(rpc)).await
+            answer(&req.body, check, |rpc, whole| install(raft, rpc, whole)).await
         }
     };
     let mut resp = match body {
@@ -220,14 +221,35 @@ fn appends(rpc: &AppendEntriesRequest<ControllerRaft>, term: u64, (purged, grown
     rpc.entries.last().map_or(Ok(()), |last| gate::check_unpurged(last.log_id.index, purged))
 }
 
-fn chunk(rpc: &InstallSnapshotRequest<ControllerRaft>, term: u64, arriving: &Mutex<Arriving>) -> Result<(), Refused> {
+/// A snapshot chunk a node may take; with the last, the whole snapshot, checked.
+fn chunk(
+    rpc: &InstallSnapshotRequest<ControllerRaft>,
+    term: u64,
+    arriving: &Mutex<Arriving>,
+) -> Result<Option<Vec<u8>>, Refused> {
     gate::check_term(rpc.vote.leader_id.term, term)?;
     gate::check_chunk(rpc.offset, rpc.data.len())?;
     arriving.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take(rpc)
 }
 
-/// The snapshot arriving, chunk by chunk, checked whole before its last chunk reaches openraft: a garbled
-/// one, installed, would stop the node's Raft for good. At most one at a time, of at most MAX_SNAPSHOT.
+/// Installs a whole snapshot, its bytes exactly those checked; a chunk before the last is only answered
+/// with the node's vote, as openraft's own receiver answers it. openraft's receiver is not used: it writes
+/// a chunk sent again over what it covered and keeps what lay beyond, where this check had cut it, so the
+/// two had read different bytes (and a snapshot that did not read as one stopped the node for good).
+async fn install(
+    raft: &openraft::Raft<ControllerRaft>,
+    rpc: InstallSnapshotRequest<ControllerRaft>,
+    whole: Option<Vec<u8>>,
+) -> Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+    let Some(data) = whole else {
+        return Ok(InstallSnapshotResponse { vote: raft.metrics().borrow().vote });
+    };
+    let snapshot = Snapshot { meta: rpc.meta, snapshot: Box::new(std::io::Cursor::new(data)) };
+    raft.install_full_snapshot(rpc.vote, snapshot).await.map(Into::into).map_err(RaftError::Fatal)
+}
+
+/// The snapshot arriving, chunk by chunk, checked whole before it is installed: a garbled one would stop
+/// the node's Raft for good. At most one at a time, of at most MAX_SNAPSHOT.
 #[derive(Default)]
 pub struct Arriving {
     id: String,
@@ -235,35 +257,37 @@ pub struct Arriving {
 }
 
 impl Arriving {
-    fn take(&mut self, rpc: &InstallSnapshotRequest<ControllerRaft>) -> Result<(), Refused> {
+    /// Takes a chunk; with the last, returns the whole snapshot once checked (`machine::installable`).
+    fn take(&mut self, rpc: &InstallSnapshotRequest<ControllerRaft>) -> Result<Option<Vec<u8>>, Refused> {
         if rpc.offset == 0 {
             self.id = rpc.meta.snapshot_id.clone();
             self.data.clear();
         }
-        // A chunk sent again (its answer was lost) replaces what it covered.
+        // A chunk sent again (its answer was lost) replaces what it covered, and what lay beyond.
         let offset = usize::try_from(rpc.offset).map_err(|_| Refused::BadSnapshot)?;
         if self.id != rpc.meta.snapshot_id || offset > self.data.len() {
             return Err(Refused::BadSnapshot);
         }
         self.data.truncate(offset);
         self.data.extend_from_slice(&rpc.data);
-        if rpc.done {
-            let whole = std::mem::take(&mut self.data);
-            self.id.clear();
-            if !super::machine::installable(&whole) {
-                return Err(Refused::BadSnapshot);
-            }
+        if !rpc.done {
+            return Ok(None);
         }
-        Ok(())
+        let whole = std::mem::take(&mut self.data);
+        self.id.clear();
+        match super::machine::installable(&whole, &rpc.meta, rpc.vote.leader_id.term) {
+            true => Ok(Some(whole)),
+            false => Err(Refused::BadSnapshot),
+        }
     }
 }
 
 /// Parses the RPC, checks it, hands it to openraft and writes its answer; the outer error is a body
 /// that does not parse or an answer that does not serialise.
-async fn answer<Req, Resp, E, F>(
+async fn answer<Req, Checked, Resp, E, F>(
     body: &[u8],
-    check: impl FnOnce(&Req) -> Result<(), Refused>,
-    handle: impl FnOnce(Req) -> F,
+    check: impl FnOnce(&Req) -> Result<Checked, Refused>,
+    handle: impl FnOnce(Req, Checked) -> F,
 ) -> Result<Result<Vec<u8>, Refused>, String>
 where
     Req: DeserializeOwned,
@@ -272,10 +296,11 @@ where
     F: std::future::Future<Output = Result<Resp, E>>,
 {
     let rpc: Req = serde_json::from_slice(body).map_err(|e| format!("a Raft request that does not parse: {e}"))?;
-    if let Err(refused) = check(&rpc) {
-        return Ok(Err(refused));
-    }
-    let answered = handle(rpc).await;
+    let checked = match check(&rpc) {
+        Ok(checked) => checked,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let answered = handle(rpc, checked).await;
     serde_json::to_vec(&answered).map(Ok).map_err(|e| e.to_string())
 }
 

@@ -137,6 +137,14 @@ impl ReplicasInfo {
         self.bytes = self.replicas.iter().map(|(name, replicas)| replicas_bytes(name, replicas)).sum();
     }
 
+    /// Whether a state read from elsewhere (a snapshot a peer sent), recounted, is within the bounds its
+    /// decisions keep.
+    pub fn within_bounds(&self) -> bool {
+        self.bytes <= MAX_STATE_BYTES
+            && self.groups() <= MAX_GROUPS
+            && self.replicas.values().all(|r| r.brokers.len() <= MAX_BROKERS_PER_GROUP)
+    }
+
     /// How many groups it holds.
     pub fn groups(&self) -> usize {
         self.replicas.len()
