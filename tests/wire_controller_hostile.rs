@@ -177,6 +177,31 @@ async fn a_snapshot_is_installed_as_it_was_checked() {
     assert!(!stored_votes(&g)[follower].contains("100000"), "{}", stored_votes(&g)[follower]);
 }
 
+/// An append from a peer's address, in a term that may follow, whose entry would replace the first one
+/// this node applied (the group's membership, index 0): openraft panicked on it (a debug assertion; in a
+/// release build it would rewrite what the state machine holds) and the process stopped. Refused now; the
+/// group decides on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn applied_entries_are_not_replaced() {
+    let g = group().await;
+    let leader = g.leader().await;
+    let follower = (leader + 1) % 3;
+    let stored: serde_json::Value = serde_json::from_str(&stored_votes(&g)[follower]).expect("raft-meta.json");
+    let term = stored["vote"]["leader_id"]["term"].as_u64().expect("a vote") + 1;
+    let leader_id = serde_json::json!({"term": term, "node_id": leader});
+    let append = serde_json::json!({
+        "vote": {"leader_id": leader_id, "committed": true},
+        "prev_log_id": null,
+        "entries": [{"log_id": {"leader_id": leader_id, "index": 0}, "payload": "Blank"}],
+        "leader_commit": null,
+    });
+    let mut c = g.client(follower).await;
+    let refused = c.request(raft_frame(60001, &append.to_string())).await;
+    assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
+    assert!(refused.remark.as_deref().unwrap_or_default().contains("not the ones this node applied"), "{refused:?}");
+    still_deciding(&g).await;
+}
+
 /// TIME-WAIT sockets from or to `ports` (IPv4 loopback), from /proc/net/tcp.
 fn time_waits(ports: &[u16]) -> usize {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();

@@ -62,6 +62,8 @@ pub enum Refused {
     LogFull,
     #[error("a snapshot whose chunks are not in order, or whose data is no snapshot")]
     BadSnapshot,
+    #[error("entries at index {0} that are not the ones this node applied there")]
+    Rewrite(u64),
 }
 
 /// How often the peers' names are resolved again: a peer whose address changes (a replaced host, a pod

@@ -99,6 +99,18 @@ impl LogStore {
         self.lock().size.clone()
     }
 
+    /// The last purged log id, and the term of each entry at `indexes` that the log holds, read on a
+    /// blocking thread (the lock is held while a write is synced).
+    pub async fn terms_at(&self, indexes: Vec<u64>) -> (Option<LogId<NodeId>>, Vec<Option<u64>>) {
+        let log = self.log.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let log = lock(&log);
+            let terms = indexes.iter().map(|i| log.entries.get(i).map(|e| e.log_id.leader_id.term)).collect();
+            (log.meta.last_purged, terms)
+        });
+        read.await.unwrap_or_default()
+    }
+
     /// Runs `io` (writes and fsyncs) on a blocking thread, not on a worker of the controller's runtime,
     /// where it would hold up Raft's heartbeats and the brokers' requests.
     async fn blocking(&self, io: impl FnOnce(&mut Log) -> std::io::Result<()> + Send + 'static) -> std::io::Result<()> {

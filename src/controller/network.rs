@@ -168,25 +168,29 @@ pub async fn serve(
     if let Err(refused) = gate.check_request(&node.settings.me().id, from, req) {
         return Some(Err(refused));
     }
-    let (term, purged) = {
+    let (term, purged, applied) = {
         let m = raft.metrics();
         let m = m.borrow();
-        (m.current_term, m.purged.map_or(0, |p| p.index))
+        (m.current_term, m.purged.map_or(0, |p| p.index), m.last_applied.map(|a| a.index))
     };
     let body = match req.code {
         code::RAFT_APPEND_ENTRIES => {
             let log_bytes = node.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
             let grown = log_bytes.saturating_add(req.body.len() as u64);
             let check = |rpc: &AppendEntriesRequest<ControllerRaft>| appends(rpc, term, (purged, grown));
-            answer(&req.body, check, |rpc, ()| raft.append_entries(rpc)).await
+            let handle = |rpc: AppendEntriesRequest<ControllerRaft>, ()| async move {
+                keeps_applied(&rpc, applied, &node.log).await?;
+                Ok(raft.append_entries(rpc).await)
+            };
+            answer(&req.body, check, handle).await
         }
         code::RAFT_VOTE => {
             let check = |rpc: &VoteRequest<NodeId>| gate::check_term(rpc.vote.leader_id.term, term);
-            answer(&req.body, check, |rpc, ()| raft.vote(rpc)).await
+            answer(&req.body, check, |rpc, ()| async { Ok(raft.vote(rpc).await) }).await
         }
         _ => {
             let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term, &node.arriving);
-            answer(&req.body, check, |rpc, whole| install(raft, rpc, whole)).await
+            answer(&req.body, check, |rpc, whole| async { Ok(install(raft, rpc, whole).await) }).await
         }
     };
     let mut resp = match body {
@@ -282,8 +286,9 @@ impl Arriving {
     }
 }
 
-/// Parses the RPC, checks it, hands it to openraft and writes its answer; the outer error is a body
-/// that does not parse or an answer that does not serialise.
+/// Parses the RPC, checks it, hands it to openraft (the handler may still refuse it, after what it reads
+/// of the log) and writes its answer; the outer error is a body that does not parse or an answer that does
+/// not serialise.
 async fn answer<Req, Checked, Resp, E, F>(
     body: &[u8],
     check: impl FnOnce(&Req) -> Result<Checked, Refused>,
@@ -293,15 +298,52 @@ where
     Req: DeserializeOwned,
     Resp: Serialize,
     E: Serialize,
-    F: std::future::Future<Output = Result<Resp, E>>,
+    F: std::future::Future<Output = Result<Result<Resp, E>, Refused>>,
 {
     let rpc: Req = serde_json::from_slice(body).map_err(|e| format!("a Raft request that does not parse: {e}"))?;
     let checked = match check(&rpc) {
         Ok(checked) => checked,
         Err(refused) => return Ok(Err(refused)),
     };
-    let answered = handle(rpc, checked).await;
+    let answered = match handle(rpc, checked).await {
+        Ok(answered) => answered,
+        Err(refused) => return Ok(Err(refused)),
+    };
     serde_json::to_vec(&answered).map(Ok).map_err(|e| e.to_string())
+}
+
+/// Whether what an append names at or below the last applied index (its previous log id, its entries) is
+/// what this node's log holds there, or what its purge point allows: a leader never sends other entries
+/// there (what was applied was committed), and openraft, asked to replace applied entries, panics (a debug
+/// assertion) or rewrites what the state machine already holds.
+async fn keeps_applied(
+    rpc: &AppendEntriesRequest<ControllerRaft>,
+    applied: Option<u64>,
+    log: &super::log_store::LogStore,
+) -> Result<(), Refused> {
+    let Some(applied) = applied else { return Ok(()) };
+    let named: Vec<(u64, u64)> = rpc
+        .prev_log_id
+        .iter()
+        .chain(rpc.entries.iter().map(|e| &e.log_id))
+        .filter(|id| id.index <= applied)
+        .map(|id| (id.index, id.leader_id.term))
+        .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    let (purged, terms) = log.terms_at(named.iter().map(|(index, _)| *index).collect()).await;
+    for ((index, term), local) in named.into_iter().zip(terms) {
+        let kept = match purged {
+            Some(p) if index < p.index => term <= p.leader_id.term,
+            Some(p) if index == p.index => term == p.leader_id.term,
+            _ => local.is_none_or(|local| local == term),
+        };
+        if !kept {
+            return Err(Refused::Rewrite(index));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ pub struct ControllerNode {
     pub(super) settings: ControllerSettings,
     pub(super) switches: Switches,
     pub(super) raft: Raft<ControllerRaft>,
+    /// The log openraft writes, read by the gate (`network`).
+    pub(super) log: LogStore,
     /// Who may send Raft frames here (`gate`).
     pub(super) gate: Arc<PeerGate>,
     /// The snapshot arriving from the leader, checked whole before openraft installs it (`network`).
@@ -121,7 +123,7 @@ impl ControllerNode {
             );
         }
         let network = PeerNetwork::new(gate.clone(), settings.peers.clone());
-        let raft = Raft::new(settings.self_id, raft_config()?, network, log, machine.clone())
+        let raft = Raft::new(settings.self_id, raft_config()?, network, log.clone(), machine.clone())
             .await
             .map_err(std::io::Error::other)?;
         let members: BTreeMap<u64, BasicNode> =
@@ -134,6 +136,7 @@ impl ControllerNode {
             settings,
             switches,
             raft,
+            log,
             gate,
             arriving: Default::default(),
             large_answers: tokio::sync::Semaphore::new(LARGE_ANSWERS),
