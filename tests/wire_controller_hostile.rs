@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::controller::{Group, apply_id, elect, group, group_with, heartbeat, join};
 use common::{Client, request};
+use rocketns::controller::heartbeat;
 use rocketns::remoting::RemotingCommand;
 
 const NO_PERMISSION: i32 = 16;
@@ -631,6 +632,44 @@ async fn made_up_ids_in_a_real_group_are_released() {
 fn group_ids(group: &serde_json::Value) -> Vec<i64> {
     let listed = |key: &str| group[key].as_array().cloned().unwrap_or_default();
     listed("inSyncReplicas").iter().chain(&listed("notInSyncReplicas")).filter_map(|r| r["brokerId"].as_i64()).collect()
+}
+
+/// Ids anyone can take (1013) count as known brokers, so heartbeats for made-up ones were bounded only by
+/// the table (4,096) and each connection's 16: two addresses filled it, and a real master that beat anew
+/// was refused. The connections from one address own at most 64 identities together; another address
+/// still has room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_address_beats_for_at_most_its_share() {
+    let g = group().await;
+    let leader = g.leader().await;
+    let mut admin = g.client(leader).await;
+    let groups = heartbeat::PER_ADDRESS + 1;
+    for k in 0..groups {
+        let taken = admin.request(apply_id(&format!("made-up-{k}"), "1", "127.0.0.1:1;1")).await;
+        assert_eq!(taken.code, 0, "{taken:?}");
+    }
+    let beat = |k: usize| {
+        let name = format!("made-up-{k}");
+        let fields =
+            [("clusterName", "c"), ("brokerName", name.as_str()), ("brokerAddr", "127.0.0.1:1"), ("brokerId", "1")];
+        request(904, &fields)
+    };
+    let mut beating = Vec::new();
+    for k in 0..groups {
+        if k % heartbeat::PER_CONNECTION == 0 {
+            beating.push(Client::over(connect_from("127.0.0.2", &g.peers[leader]).await));
+        }
+        let answered = beating.last_mut().unwrap().request(beat(k)).await;
+        if k < heartbeat::PER_ADDRESS {
+            assert_eq!(answered.code, 0, "identity {k}: {answered:?}");
+        } else {
+            assert_eq!(answered.code, 2005, "identity {k}: {answered:?}");
+            assert!(answered.remark.as_deref().unwrap_or_default().contains("from this address"), "{answered:?}");
+        }
+    }
+    let mut elsewhere = Client::over(connect_from("127.0.0.3", &g.peers[leader]).await);
+    let answered = elsewhere.request(beat(heartbeat::PER_ADDRESS)).await;
+    assert_eq!(answered.code, 0, "another address has room: {answered:?}");
 }
 
 /// A real slave down past `controllerReleaseUnelectedGroupMillis`, out of the SyncStateSet (a master drops

@@ -9,11 +9,13 @@
 //! election its closed connection starts).
 //!
 //! Bounds: at most [`MAX_BROKERS`] identities, of which at most [`MAX_UNKNOWN`] without an id the
-//! controller gave, at most [`PER_CONNECTION`] owned by one connection, each naming at most
+//! controller gave, at most [`PER_CONNECTION`] owned by one connection and [`PER_ADDRESS`] by the
+//! connections from one address, each naming at most
 //! [`MAX_IDENTITY`] bytes, kept at most [`MAX_TIMEOUT`] without a beat whatever the beat
 //! asked; a beat beyond them is refused (anyone can send one).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,11 @@ pub const MAX_BROKERS: usize = 4096;
 pub const MAX_UNKNOWN: usize = 1024;
 /// Identities one connection may own: a Java broker beats for its own alone.
 pub const PER_CONNECTION: usize = 16;
+/// Identities the connections from one address may own together: a host runs a few brokers, each
+/// beating for itself. Anyone can take an id (1013) for a made-up broker in a group and beat for it, so
+/// [`MAX_UNKNOWN`] alone did not keep room: two addresses (128 connections of 16) filled the table, and a
+/// real master whose connection was new was refused.
+pub const PER_ADDRESS: usize = 64;
 /// The longest `heartbeatTimeoutMills` taken (brokers send 10 s by default, Java's
 /// controllerHeartBeatTimeoutMills); a longer one is cut to it.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
@@ -43,6 +50,8 @@ pub type BrokerIdentity = (String, String, i64);
 struct Live {
     /// The connection that first beat for it.
     conn: u64,
+    /// That connection's peer address.
+    from: IpAddr,
     /// Whether its id was in the replicated state when it first beat.
     known: bool,
     last: Instant,
@@ -60,9 +69,9 @@ impl HeartbeatTable {
         self.brokers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records a beat on connection `conn`; `known` is whether the broker has its id in the replicated
-    /// state (it applied for it), which gives it room beyond [`MAX_UNKNOWN`].
-    pub fn beat(&self, hb: &Heartbeat, conn: u64, known: bool) -> Result<(), RequestError> {
+    /// Records a beat on connection `conn` from address `from`; `known` is whether the broker has its id
+    /// in the replicated state (it applied for it), which gives it room beyond [`MAX_UNKNOWN`].
+    pub fn beat(&self, hb: &Heartbeat, (conn, from): (u64, IpAddr), known: bool) -> Result<(), RequestError> {
         if hb.cluster.len() + hb.broker_name.len() + hb.broker_addr.len() > MAX_IDENTITY {
             return Err(RequestError::ControllerInvalidRequest(format!(
                 "a heartbeat's cluster, broker name and address are over {MAX_IDENTITY} bytes"
@@ -113,8 +122,13 @@ impl HeartbeatTable {
                 "this connection already beats for {PER_CONNECTION} brokers"
             )));
         }
+        if table.values().filter(|live| live.from == from).count() >= PER_ADDRESS {
+            return Err(RequestError::ControllerInvalidRequest(format!(
+                "connections from this address already beat for {PER_ADDRESS} brokers"
+            )));
+        }
         client_log!(info, cluster = %shown(&key.0, 128), broker = %shown(&key.1, 128), id = key.2, "controller: new broker heartbeat");
-        table.insert(key, Live { conn, last: now, timeout, info, known });
+        table.insert(key, Live { conn, from, last: now, timeout, info, known });
         Ok(())
     }
 
@@ -168,6 +182,11 @@ impl BrokerLiveness for HeartbeatTable {
 mod tests {
     use super::*;
 
+    /// Connection `conn`, from an address of its own.
+    fn at(conn: u64) -> (u64, IpAddr) {
+        (conn, IpAddr::from([10, (conn >> 16) as u8, (conn >> 8) as u8, conn as u8]))
+    }
+
     fn beat(name: &str, id: i64) -> Heartbeat {
         Heartbeat {
             cluster: "c".into(),
@@ -187,32 +206,45 @@ mod tests {
         let table = HeartbeatTable::default();
         let conns = (MAX_BROKERS / PER_CONNECTION) as u64;
         for i in 0..MAX_BROKERS {
-            table.beat(&beat(&format!("b{i}"), 1), i as u64 % conns, true).expect("room");
+            table.beat(&beat(&format!("b{i}"), 1), at(i as u64 % conns), true).expect("room");
         }
-        assert!(table.beat(&beat("one-more", 1), conns, true).is_err());
+        assert!(table.beat(&beat("one-more", 1), at(conns), true).is_err());
         // A broker already followed still beats.
-        table.beat(&beat("b0", 1), 0, true).expect("known");
+        table.beat(&beat("b0", 1), at(0), true).expect("known");
         let long = beat(&"x".repeat(MAX_IDENTITY), 1);
-        assert!(table.beat(&long, conns, true).is_err());
+        assert!(table.beat(&long, at(conns), true).is_err());
         let gone = table.connection_closed(1);
         assert_eq!(gone.len(), PER_CONNECTION);
         assert!(!table.is_alive("c", "b1", 1));
         assert!(table.is_alive("c", "b0", 1));
-        table.beat(&beat("one-more", 1), 1, true).expect("room again");
+        table.beat(&beat("one-more", 1), at(1), true).expect("room again");
     }
 
     #[test]
     fn one_connection_owns_at_most_its_share_and_none_beats_a_day() {
         let table = HeartbeatTable::default();
         for i in 0..PER_CONNECTION {
-            table.beat(&beat(&format!("b{i}"), 1), 7, true).expect("room");
+            table.beat(&beat(&format!("b{i}"), 1), at(7), true).expect("room");
         }
-        assert!(table.beat(&beat("b-more", 1), 7, true).is_err(), "over the connection's share");
-        table.beat(&beat("b-more", 1), 8, true).expect("another connection has room");
+        assert!(table.beat(&beat("b-more", 1), at(7), true).is_err(), "over the connection's share");
+        table.beat(&beat("b-more", 1), at(8), true).expect("another connection has room");
         let mut forever = beat("forever", 1);
         forever.timeout_millis = Some(86_400_000);
-        table.beat(&forever, 9, true).unwrap();
+        table.beat(&forever, at(9), true).unwrap();
         assert_eq!(table.table().get(&("c".into(), "forever".into(), 1)).map(|l| l.timeout), Some(MAX_TIMEOUT));
+    }
+
+    /// The connections from one address own at most its share together; another address has room.
+    #[test]
+    fn one_address_owns_at_most_its_share() {
+        let table = HeartbeatTable::default();
+        let host = IpAddr::from([10, 9, 9, 9]);
+        for i in 0..PER_ADDRESS {
+            table.beat(&beat(&format!("b{i}"), 1), ((i / PER_CONNECTION) as u64, host), true).expect("room");
+        }
+        let next_conn = (PER_ADDRESS / PER_CONNECTION) as u64;
+        assert!(table.beat(&beat("b-more", 1), (next_conn, host), true).is_err(), "over the address's share");
+        table.beat(&beat("b-more", 1), at(next_conn + 1), true).expect("another address has room");
     }
 
     /// Made-up names fill only their share: a broker the controller gave an id to still finds room.
@@ -220,10 +252,10 @@ mod tests {
     fn made_up_names_leave_room_for_known_brokers() {
         let table = HeartbeatTable::default();
         for i in 0..MAX_UNKNOWN {
-            table.beat(&beat(&format!("made-up-{i}"), 1), (i / PER_CONNECTION) as u64, false).expect("room");
+            table.beat(&beat(&format!("made-up-{i}"), 1), at((i / PER_CONNECTION) as u64), false).expect("room");
         }
-        assert!(table.beat(&beat("one-more", 1), 9999, false).is_err());
-        table.beat(&beat("real", 1), 9999, true).expect("a known broker has room");
+        assert!(table.beat(&beat("one-more", 1), at(9999), false).is_err());
+        table.beat(&beat("real", 1), at(9999), true).expect("a known broker has room");
     }
 
     /// The identity stays with the connection that first beat for it: another that beats in its name and
@@ -231,14 +263,14 @@ mod tests {
     #[test]
     fn a_beat_in_anothers_name_takes_nothing() {
         let table = HeartbeatTable::default();
-        table.beat(&beat("b", 1), 1, true).unwrap();
-        table.beat(&beat("b", 1), 2, true).unwrap();
+        table.beat(&beat("b", 1), at(1), true).unwrap();
+        table.beat(&beat("b", 1), at(2), true).unwrap();
         assert!(table.connection_closed(2).is_empty(), "the impostor's close removes nothing");
         assert!(table.is_alive("c", "b", 1));
         let mut deposing = beat("b", 1);
         deposing.timeout_millis = Some(1);
         deposing.max_offset = Some(i64::MAX);
-        table.beat(&deposing, 3, true).unwrap();
+        table.beat(&deposing, at(3), true).unwrap();
         std::thread::sleep(Duration::from_millis(5));
         assert!(table.is_alive("c", "b", 1), "another connection's timeout does not count");
         assert_eq!(table.live_info("c", "b", 1).map(|i| i.max_offset), Some(100), "nor its offset");
@@ -249,15 +281,15 @@ mod tests {
     #[test]
     fn the_newest_epoch_and_offset_are_kept() {
         let table = HeartbeatTable::default();
-        table.beat(&beat("b", 1), 0, true).unwrap();
+        table.beat(&beat("b", 1), at(0), true).unwrap();
         let mut older = beat("b", 1);
         older.max_offset = Some(50);
-        table.beat(&older, 0, true).unwrap();
+        table.beat(&older, at(0), true).unwrap();
         assert_eq!(table.live_info("c", "b", 1).map(|i| (i.epoch, i.max_offset)), Some((1, 100)));
         let mut newer = beat("b", 1);
         newer.epoch = Some(2);
         newer.max_offset = Some(10);
-        table.beat(&newer, 0, true).unwrap();
+        table.beat(&newer, at(0), true).unwrap();
         assert_eq!(table.live_info("c", "b", 1).map(|i| (i.epoch, i.max_offset)), Some((2, 10)));
     }
 }

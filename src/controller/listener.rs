@@ -171,7 +171,8 @@ async fn answer(node: &ControllerNode, req: &RemotingCommand, from: IpAddr, conn
         }
         None => {}
     }
-    let answered = node.answer(req, conn).await.unwrap_or(Err(crate::error::RequestError::NotSupported(req.code)));
+    let answered =
+        node.answer(req, conn, from).await.unwrap_or(Err(crate::error::RequestError::NotSupported(req.code)));
     Some(answered.unwrap_or_else(|e| {
         tracing::debug!(code = req.code, error = %e, "controller: request refused");
         e.to_response(req.code)

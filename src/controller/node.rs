@@ -175,17 +175,28 @@ impl ControllerNode {
         self.settings.peer(leader)
     }
 
-    /// Answers a broker's or an admin's request on connection `conn`; `None` for a code it does not serve.
-    pub async fn answer(&self, req: &RemotingCommand, conn: u64) -> Option<Result<RemotingCommand, RequestError>> {
+    /// Answers a broker's or an admin's request on connection `conn` from `from`; `None` for a code it does
+    /// not serve.
+    pub async fn answer(
+        &self,
+        req: &RemotingCommand,
+        conn: u64,
+        from: std::net::IpAddr,
+    ) -> Option<Result<RemotingCommand, RequestError>> {
         let request = match ControllerRequest::decode(req) {
             Ok(Some(request)) => request,
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
         };
-        Some(self.serve(&request, conn).await)
+        Some(self.serve(&request, conn, from).await)
     }
 
-    async fn serve(&self, request: &ControllerRequest, conn: u64) -> Result<RemotingCommand, RequestError> {
+    async fn serve(
+        &self,
+        request: &ControllerRequest,
+        conn: u64,
+        from: std::net::IpAddr,
+    ) -> Result<RemotingCommand, RequestError> {
         match request {
             ControllerRequest::Heartbeat(hb) => {
                 let known = self
@@ -194,7 +205,7 @@ impl ControllerNode {
                     .state
                     .replicas(&hb.broker_name)
                     .is_some_and(|r| r.brokers.contains_key(&hb.broker_id));
-                self.heartbeats.beat(hb, conn, known)?;
+                self.heartbeats.beat(hb, (conn, from), known)?;
                 Ok(RemotingCommand::response(response::SUCCESS, Some("Heart beat success".into())))
             }
             ControllerRequest::GetMetadata => Ok(self.metadata()),
