@@ -26,10 +26,12 @@ ns() { echo $((23001 + $1)); }
 ctl() { echo $((23101 + $1)); }
 metrics() { echo $((23201 + $1)); }
 peers="n0-127.0.0.1:$(ctl 0);n1-127.0.0.1:$(ctl 1);n2-127.0.0.1:$(ctl 2)"
+printf '%s\n' "the steady run's peer secret" > "$work/peer-secret"
 for i in 0 1 2; do
     printf '%s\n' bindAddress=127.0.0.1 "listenPort=$(ns $i)" "metricsPort=$(metrics $i)" "kvConfigPath=$work/kv-$i.json" \
         warmRestart=false enableControllerInNamesrv=true controllerDLegerGroup=steady "controllerDLegerPeers=$peers" \
-        "controllerDLegerSelfId=n$i" "controllerStorePath=$work/controller-$i" > "$work/n$i.properties"
+        "controllerDLegerSelfId=n$i" "controllerStorePath=$work/controller-$i" \
+        "controllerPeerSecretFile=$work/peer-secret" > "$work/n$i.properties"
     taskset -c 1 env RUST_LOG=warn "$ROCKETNS" -c "$work/n$i.properties" > "$work/n$i.log" 2>&1 &
     pids+=($!)
 done

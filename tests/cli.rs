@@ -62,6 +62,46 @@ fn help_and_bad_values() {
     assert!(!out.status.success());
 }
 
+/// A controller group of several nodes proves its Raft frames with `controllerPeerSecretFile`: without one
+/// (nor `controllerAllowUnsignedPeers=true`) the node refuses to start and says what to set.
+#[test]
+fn several_controller_nodes_without_a_secret_refuse_to_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = temp_config_file(&format!(
+        "listenPort=0\nbindAddress=127.0.0.1\nenableControllerInNamesrv=true\ncontrollerDLegerGroup=g\n\
+         controllerDLegerPeers=n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3\ncontrollerDLegerSelfId=n0\n\
+         controllerStorePath={}\nkvConfigPath={}\n",
+        dir.path().join("controller").display(),
+        dir.path().join("kv.json").display()
+    ));
+    let mut child = rocketns()
+        .arg("-c")
+        .arg(file.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("started and served for 10 s without a secret");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("controllerPeerSecretFile") && stderr.contains("controllerAllowUnsignedPeers=true"),
+        "{stderr}"
+    );
+}
+
 /// Starts the binary, answers a request at the wire, and stops cleanly on the given signal. The client has
 /// gone by then: the shutdown log counts no open connection, and with no broker ever registered no route
 /// file is written.

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::controller::{Group, apply_id, elect, group, group_with, heartbeat, join};
+use common::controller::{Group, apply_id, elect, group, group_with, heartbeat, join, unsigned_group};
 use common::{Client, request};
 use rocketns::controller::heartbeat;
 use rocketns::remoting::RemotingCommand;
@@ -106,7 +106,7 @@ async fn unsigned_raft_frames_are_refused_with_a_secret() {
 /// node panics, no absurd vote is stored, and the group elects and decides.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_strangers_address_and_absurd_frames_are_refused_without_a_secret() {
-    let g = group().await;
+    let g = unsigned_group().await;
     g.leader().await;
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_reuseaddr(true).unwrap();
@@ -150,7 +150,7 @@ async fn a_strangers_address_and_absurd_frames_are_refused_without_a_secret() {
 /// it checked, and these, whose metadata is not the one they hold, are refused: the group decides on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_snapshot_is_installed_as_it_was_checked() {
-    let g = group().await;
+    let g = unsigned_group().await;
     let leader = g.leader().await;
     let follower = (leader + 1) % 3;
     let stored: serde_json::Value = serde_json::from_str(&stored_votes(&g)[follower]).expect("raft-meta.json");
@@ -184,7 +184,7 @@ async fn a_snapshot_is_installed_as_it_was_checked() {
 /// group decides on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn applied_entries_are_not_replaced() {
-    let g = group().await;
+    let g = unsigned_group().await;
     let leader = g.leader().await;
     let follower = (leader + 1) % 3;
     let stored: serde_json::Value = serde_json::from_str(&stored_votes(&g)[follower]).expect("raft-meta.json");

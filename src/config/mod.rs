@@ -93,6 +93,7 @@ pub const CONTROLLER_KEYS: &[&str] = &[
     "controllerStorePath",
     "controllerType",
     "controllerPeerSecretFile",
+    "controllerAllowUnsignedPeers",
     "controllerReleaseUnelectedGroupMillis",
     "enableElectUncleanMaster",
     "notifyBrokerRoleChanged",
@@ -199,9 +200,13 @@ namesrv_config! {
     /// Where the controller keeps its Raft log and snapshots; empty means `~/DledgerController`.
     controller_store_path: String = String::new() => "controllerStorePath",
     /// A file whose content (16 bytes or more) every node of the group shares: the Raft frames between
-    /// nodes are signed with it and others refused (SECURITY.md). Not a Java key; empty: frames are
-    /// taken from the peers' addresses alone.
+    /// nodes are signed with it and others refused (SECURITY.md). Not a Java key; a group of more than
+    /// one node needs it, or `controllerAllowUnsignedPeers`.
     controller_peer_secret_file: String = String::new() => "controllerPeerSecretFile",
+    /// Without `controllerPeerSecretFile`, take the Raft frames of a group of several nodes from the
+    /// peers' addresses alone: whoever can send from a peer's host can then speak for it (SECURITY.md).
+    /// Not a Java key.
+    controller_allow_unsigned_peers: bool = false => "controllerAllowUnsignedPeers",
     /// A group no master was ever elected for, none of whose brokers has beaten to the leader for this
     /// long (milliseconds), is removed by a decision of the leader's (SECURITY.md); 0 keeps them, as Java
     /// does. Not a Java key.

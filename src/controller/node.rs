@@ -119,7 +119,7 @@ impl ControllerNode {
         let gate = Arc::new(PeerGate::new(&settings.peers, settings.peer_secret.as_deref()));
         if !gate.authenticates() && settings.peers.len() > 1 {
             tracing::warn!(
-                "controller: no controllerPeerSecretFile: Raft frames are taken from the peers' addresses unsigned (SECURITY.md)"
+                "controller: controllerAllowUnsignedPeers: Raft frames are taken from the peers' addresses unsigned, unproven (SECURITY.md)"
             );
         }
         let network = PeerNetwork::new(gate.clone(), settings.peers.clone());

@@ -23,6 +23,10 @@ pub enum SettingsError {
     UnsupportedType(String),
     #[error("controllerPeerSecretFile {path:?}: {reason}")]
     PeerSecret { path: String, reason: String },
+    #[error(
+        "controllerDLegerPeers names {0} nodes and no controllerPeerSecretFile is set: set one (a file of at least 16 bytes, the same on every node), or controllerAllowUnsignedPeers=true to take the Raft frames from the peers' addresses alone, unproven (SECURITY.md)"
+    )]
+    UnsignedPeers(usize),
 }
 
 /// One node of the group: its DLedger id (`n0`) and the address it listens at.
@@ -54,6 +58,12 @@ impl ControllerSettings {
             return Err(SettingsError::UnsupportedType(config.controller_type.clone()));
         }
         let peers = parse_peers(&config.controller_dleger_peers)?;
+        let peer_secret = read_secret(&config.controller_peer_secret_file)?;
+        // Raft frames are proven by the secret: from a peer's address alone, whoever can send from its host
+        // can speak Raft for it (a snapshot ahead of the group's log breaks a node for good).
+        if peer_secret.is_none() && peers.len() > 1 && !config.controller_allow_unsigned_peers {
+            return Err(SettingsError::UnsignedPeers(peers.len()));
+        }
         let self_id = peers
             .iter()
             .position(|p| p.id == config.controller_dleger_self_id)
@@ -73,7 +83,7 @@ impl ControllerSettings {
             release_unelected_after: (config.controller_release_unelected_group_millis > 0)
                 .then(|| Duration::from_millis(config.controller_release_unelected_group_millis)),
             elect_master_tries: u32::try_from(config.elect_master_max_retry_count).unwrap_or(1).max(1),
-            peer_secret: read_secret(&config.controller_peer_secret_file)?,
+            peer_secret,
         })
     }
 
@@ -146,5 +156,26 @@ mod tests {
             ..NamesrvConfig::default()
         };
         assert_eq!(ControllerSettings::from_config(&config).unwrap_err(), SettingsError::UnknownSelf("n1".into()));
+    }
+
+    /// A group of several nodes proves its Raft frames with the secret, unless unsigned ones are allowed
+    /// in so many words; a group of one sends none.
+    #[test]
+    fn several_nodes_need_the_secret_or_say_they_do_without() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "0123456789abcdef").unwrap();
+        let config = NamesrvConfig {
+            controller_dleger_peers: "n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858".into(),
+            controller_dleger_self_id: "n0".into(),
+            ..NamesrvConfig::default()
+        };
+        assert_eq!(ControllerSettings::from_config(&config).unwrap_err(), SettingsError::UnsignedPeers(3));
+        let unsigned = NamesrvConfig { controller_allow_unsigned_peers: true, ..config.clone() };
+        assert!(ControllerSettings::from_config(&unsigned).unwrap().peer_secret.is_none());
+        let signed = NamesrvConfig { controller_peer_secret_file: secret.display().to_string(), ..config.clone() };
+        assert!(ControllerSettings::from_config(&signed).unwrap().peer_secret.is_some());
+        let alone = NamesrvConfig { controller_dleger_peers: "n0-127.0.0.1:9878".into(), ..config };
+        assert!(ControllerSettings::from_config(&alone).is_ok());
     }
 }

@@ -18,7 +18,20 @@ pub async fn group() -> Group {
     group_with(|_, _| {}).await
 }
 
-/// A group whose nodes' configs `tweak` changes (given each node's index) before they start.
+/// A group that takes Raft frames from the peers' addresses unsigned (`controllerAllowUnsignedPeers`):
+/// what the gate's checks do whoever may send.
+pub async fn unsigned_group() -> Group {
+    group_with(|_, config| unsigned(config)).await
+}
+
+/// No secret, and unsigned Raft frames allowed.
+pub fn unsigned(config: &mut rocketns::NamesrvConfig) {
+    config.controller_peer_secret_file = String::new();
+    config.controller_allow_unsigned_peers = true;
+}
+
+/// A group whose nodes' configs `tweak` changes (given each node's index) before they start; they share a
+/// `controllerPeerSecretFile`, as a group of several nodes must (or allow unsigned frames).
 pub async fn group_with(tweak: impl Fn(usize, &mut rocketns::NamesrvConfig)) -> Group {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
@@ -34,6 +47,9 @@ pub async fn group_with(tweak: impl Fn(usize, &mut rocketns::NamesrvConfig)) -> 
         config.controller_store_path = super::config_dir(&config).join("controller").display().to_string();
         config.scan_not_active_broker_interval = 200;
         config.scan_inactive_master_interval = 200;
+        let secret = super::config_dir(&config).join("peer-secret");
+        std::fs::write(&secret, "the secret the three test nodes share\n").expect("peer secret");
+        config.controller_peer_secret_file = secret.display().to_string();
         tweak(i, &mut config);
         configs.push(config.clone());
         nodes.push(Some(start_with(config).await));

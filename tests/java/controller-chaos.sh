@@ -21,7 +21,7 @@ start_node() {
     local keys=(enableControllerInNamesrv=true controllerDLegerGroup=group1 "controllerDLegerPeers=$PEERS"
         "controllerDLegerSelfId=n$i" "controllerStorePath=$work/$kind-store-n$i")
     if [ "$kind" = rocketns ]; then
-        start_rocketns "${NS_PORTS[$i]}" "${keys[@]}" || return 1
+        start_rocketns "${NS_PORTS[$i]}" "${keys[@]}" "$SIGNED" || return 1
         node_pid[$i]=${pids[-1]}
     else
         JAVA_NS_OPTS="-Drocketmq.namesrv.logRoot=$work/java-n$i-logs" \

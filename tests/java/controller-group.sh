@@ -20,6 +20,11 @@ fi
 enter_sandbox "$@"
 sandbox_setup
 
+# rocketns's nodes sign their Raft frames with a shared secret, as a group of several nodes must
+# (controllerPeerSecretFile; Java's DLedger has no such key).
+printf '%s\n' "the controller stage's peer secret" > "$work/peer-secret"
+SIGNED="controllerPeerSecretFile=$work/peer-secret"
+
 ctl() { timeout 200 python3 "$ROOT/tests/java/controller.py" "$@"; }
 java_client=(java -Xms64m -Xmx256m -Duser.home="$work/java-client" -Drocketmq.client.logRoot="$work/java-client-logs"
     -cp "$JARS5/*:$BUILT/failover" Failover)

@@ -49,6 +49,9 @@ cleanup_netns() {
 trap cleanup_netns EXIT
 
 ctl() { timeout 200 python3 "$ROOT/tests/java/controller.py" "$@"; }
+# rocketns's nodes sign their Raft frames with a shared secret, as a group of several nodes must
+# (Java's DLedger has no such key, and ignores it).
+printf '%s\n' "the partition stage's peer secret" > "$work/peer-secret"
 in_node() { local i=$1; shift; ip netns exec "ctl$i" "$@"; }
 
 # start_node KIND I: node I of KIND (rocketns or java) in its namespace, also a NameServer on 9876.
@@ -56,7 +59,8 @@ start_node() {
     local kind=$1 i=$2 conf="$work/$1-n$2.properties"
     printf '%s\n' "bindAddress=${NODES[$i]}" listenPort=9876 "kvConfigPath=$work/$kind-n$i/kvConfig.json" \
         enableControllerInNamesrv=true controllerDLegerGroup=group1 "controllerDLegerPeers=$PEERS" \
-        "controllerDLegerSelfId=n$i" "controllerStorePath=$work/$kind-store-n$i" > "$conf"
+        "controllerDLegerSelfId=n$i" "controllerStorePath=$work/$kind-store-n$i" \
+        "controllerPeerSecretFile=$work/peer-secret" > "$conf"
     if [ "$kind" = rocketns ]; then
         in_node "$i" env RUST_LOG=info "$ROOT/target/debug/rocketns" -c "$conf" > "$work/$kind-n$i.log" 2>&1 &
     else

@@ -30,7 +30,7 @@ start_nodes() {
         keys=(enableControllerInNamesrv=true controllerDLegerGroup=group1 "controllerDLegerPeers=$PEERS"
             "controllerDLegerSelfId=n$i" "controllerStorePath=$work/$kind-store-n$i")
         if [ "$kind" = rocketns ]; then
-            start_rocketns "${NS_PORTS[$i]}" "${keys[@]}" || exit 1
+            start_rocketns "${NS_PORTS[$i]}" "${keys[@]}" "$SIGNED" || exit 1
             node_pid+=("${pids[-1]}")
         else
             JAVA_NS_OPTS="-Drocketmq.namesrv.logRoot=$work/java-n$i-logs" \

@@ -35,14 +35,20 @@ fn the_controller_fleet_is_held_to_the_bounds() {
     drop(held);
     let peers: Vec<String> = ports.iter().enumerate().map(|(i, p)| format!("n{i}-127.0.0.1:{}", p.1)).collect();
     let mut nodes = Nodes(Vec::new());
+    // Signed Raft frames between the nodes, as a group of several must have: the fleet's own are refused
+    // all the same (16), before their bodies are read.
+    let secret = dir.path().join("peer-secret");
+    std::fs::write(&secret, "the fleet test's peer secret\n").unwrap();
     for (i, (port, controller_port, metrics_port)) in ports.iter().enumerate() {
         let config = dir.path().join(format!("n{i}.properties"));
         let text = format!(
             "bindAddress=127.0.0.1\nlistenPort={port}\nmetricsPort={metrics_port}\nkvConfigPath={}\nenableControllerInNamesrv=true\n\
-             controllerDLegerGroup=g\ncontrollerDLegerPeers={}\ncontrollerDLegerSelfId=n{i}\ncontrollerStorePath={}\n",
+             controllerDLegerGroup=g\ncontrollerDLegerPeers={}\ncontrollerDLegerSelfId=n{i}\ncontrollerStorePath={}\n\
+             controllerPeerSecretFile={}\n",
             dir.path().join(format!("kv-{i}.json")).display(),
             peers.join(";"),
-            dir.path().join(format!("store-{i}")).display()
+            dir.path().join(format!("store-{i}")).display(),
+            secret.display()
         );
         std::fs::write(&config, text).unwrap();
         let log = std::fs::File::create(dir.path().join(format!("n{i}.log"))).unwrap();
