@@ -62,7 +62,7 @@ pub enum Refused {
     LogFull,
     #[error("a snapshot whose chunks are not in order, or whose data is no snapshot")]
     BadSnapshot,
-    #[error("entries at index {0} that are not the ones this node applied there")]
+    #[error("entries at index {0} that are not the ones this node committed there")]
     Rewrite(u64),
 }
 

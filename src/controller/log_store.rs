@@ -39,6 +39,15 @@ struct Log {
     file: File,
     entries: BTreeMap<u64, Entry>,
     meta: Meta,
+    /// The last committed log id openraft reported (not kept across a restart: openraft finds it again).
+    committed: Option<LogId<NodeId>>,
+}
+
+/// What `LogStore::terms_at` reads.
+pub struct LogView {
+    pub committed: Option<LogId<NodeId>>,
+    pub purged: Option<LogId<NodeId>>,
+    pub terms: Vec<Option<u64>>,
 }
 
 /// The log; cheap to clone (the readers openraft asks for share it).
@@ -87,7 +96,8 @@ impl LogStore {
         }
         File::open(dir)?.sync_all()?;
         let size = Arc::new(AtomicU64::new(whole as u64));
-        Ok(LogStore { log: Arc::new(Mutex::new(Log { size, dir: dir.to_path_buf(), file, entries, meta })) })
+        let log = Log { size, dir: dir.to_path_buf(), file, entries, meta, committed: None };
+        Ok(LogStore { log: Arc::new(Mutex::new(log)) })
     }
 
     fn lock(&self) -> MutexGuard<'_, Log> {
@@ -99,16 +109,17 @@ impl LogStore {
         self.lock().size.clone()
     }
 
-    /// The last purged log id, and the term of each entry at `indexes` that the log holds, read on a
-    /// blocking thread (the lock is held while a write is synced).
-    pub async fn terms_at(&self, indexes: Vec<u64>) -> (Option<LogId<NodeId>>, Vec<Option<u64>>) {
+    /// The last committed and the last purged log ids, and the term of each entry at `indexes` that the log
+    /// holds, read on a blocking thread (the lock is held while a write is synced); `None` if the read
+    /// failed.
+    pub async fn terms_at(&self, indexes: Vec<u64>) -> Option<LogView> {
         let log = self.log.clone();
         let read = tokio::task::spawn_blocking(move || {
             let log = lock(&log);
             let terms = indexes.iter().map(|i| log.entries.get(i).map(|e| e.log_id.leader_id.term)).collect();
-            (log.meta.last_purged, terms)
+            LogView { committed: log.committed, purged: log.meta.last_purged, terms }
         });
-        read.await.unwrap_or_default()
+        read.await.ok()
     }
 
     /// Runs `io` (writes and fsyncs) on a blocking thread, not on a worker of the controller's runtime,
@@ -128,7 +139,7 @@ fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
 }
 
 /// Writes `entries` as the whole log of `dir`, for benches that start from a log of a given length.
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub fn write_log(dir: &Path, entries: &[Entry]) -> std::io::Result<()> {
     let mut bytes = Vec::new();
     for entry in entries {
@@ -238,6 +249,13 @@ impl RaftLogStorage<ControllerRaft> for LogStore {
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
         self.clone()
+    }
+
+    /// Kept in memory for the gate (`network::keeps_applied`): openraft takes every entry up to it as
+    /// this node's own.
+    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), StorageError<NodeId>> {
+        self.lock().committed = committed;
+        Ok(())
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {

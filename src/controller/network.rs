@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use openraft::BasicNode;
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -18,6 +17,7 @@ use openraft::raft::{
     VoteResponse,
 };
 use openraft::storage::Snapshot;
+use openraft::{BasicNode, Vote};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -189,8 +189,9 @@ pub async fn serve(
             answer(&req.body, check, |rpc, ()| async { Ok(raft.vote(rpc).await) }).await
         }
         _ => {
-            let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, term, &node.arriving);
-            answer(&req.body, check, |rpc, whole| async { Ok(install(raft, rpc, whole).await) }).await
+            let vote = raft.metrics().borrow().vote;
+            let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, (term, vote), &node.arriving);
+            answer(&req.body, check, |rpc, whole| install(raft, rpc, whole, vote)).await
         }
     };
     let mut resp = match body {
@@ -228,11 +229,16 @@ fn appends(rpc: &AppendEntriesRequest<ControllerRaft>, term: u64, (purged, grown
 /// A snapshot chunk a node may take; with the last, the whole snapshot, checked.
 fn chunk(
     rpc: &InstallSnapshotRequest<ControllerRaft>,
-    term: u64,
+    (term, vote): (u64, Vote<NodeId>),
     arriving: &Mutex<Arriving>,
 ) -> Result<Option<Vec<u8>>, Refused> {
     gate::check_term(rpc.vote.leader_id.term, term)?;
     gate::check_chunk(rpc.offset, rpc.data.len())?;
+    // From a leader deposed since (openraft's receiver answers it with the node's vote, and keeps what
+    // arrived): it must not cut the current leader's snapshot short.
+    if rpc.vote.partial_cmp(&vote).is_none_or(std::cmp::Ordering::is_lt) {
+        return Ok(None);
+    }
     arriving.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take(rpc)
 }
 
@@ -244,12 +250,17 @@ async fn install(
     raft: &openraft::Raft<ControllerRaft>,
     rpc: InstallSnapshotRequest<ControllerRaft>,
     whole: Option<Vec<u8>>,
-) -> Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+    vote: Vote<NodeId>,
+) -> Result<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>, Refused> {
     let Some(data) = whole else {
-        return Ok(InstallSnapshotResponse { vote: raft.metrics().borrow().vote });
+        return Ok(Ok(InstallSnapshotResponse { vote }));
     };
+    // Up to 72 MiB parsed and counted: on a blocking thread, not on one of the controller's two workers.
+    let (meta, term) = (rpc.meta.clone(), rpc.vote.leader_id.term);
+    let checked = tokio::task::spawn_blocking(move || super::machine::installable(&data, &meta, term).then_some(data));
+    let Ok(Some(data)) = checked.await else { return Err(Refused::BadSnapshot) };
     let snapshot = Snapshot { meta: rpc.meta, snapshot: Box::new(std::io::Cursor::new(data)) };
-    raft.install_full_snapshot(rpc.vote, snapshot).await.map(Into::into).map_err(RaftError::Fatal)
+    Ok(raft.install_full_snapshot(rpc.vote, snapshot).await.map(Into::into).map_err(RaftError::Fatal))
 }
 
 /// The snapshot arriving, chunk by chunk, checked whole before it is installed: a garbled one would stop
@@ -261,7 +272,7 @@ pub struct Arriving {
 }
 
 impl Arriving {
-    /// Takes a chunk; with the last, returns the whole snapshot once checked (`machine::installable`).
+    /// Takes a chunk; with the last, returns the whole snapshot, to be checked (`machine::installable`).
     fn take(&mut self, rpc: &InstallSnapshotRequest<ControllerRaft>) -> Result<Option<Vec<u8>>, Refused> {
         if rpc.offset == 0 {
             self.id = rpc.meta.snapshot_id.clone();
@@ -277,12 +288,8 @@ impl Arriving {
         if !rpc.done {
             return Ok(None);
         }
-        let whole = std::mem::take(&mut self.data);
         self.id.clear();
-        match super::machine::installable(&whole, &rpc.meta, rpc.vote.leader_id.term) {
-            true => Ok(Some(whole)),
-            false => Err(Refused::BadSnapshot),
-        }
+        Ok(Some(std::mem::take(&mut self.data)))
     }
 }
 
@@ -312,29 +319,31 @@ where
     serde_json::to_vec(&answered).map(Ok).map_err(|e| e.to_string())
 }
 
-/// Whether what an append names at or below the last applied index (its previous log id, its entries) is
-/// what this node's log holds there, or what its purge point allows: a leader never sends other entries
-/// there (what was applied was committed), and openraft, asked to replace applied entries, panics (a debug
-/// assertion) or rewrites what the state machine already holds.
+/// Whether what an append names at or below the last committed index (its previous log id, its entries)
+/// is what this node's log holds there, or what its purge point allows: a leader never sends other entries
+/// there, and openraft takes every entry up to its committed index as the node's own (asked to replace
+/// one, it panics in a debug build, and in a release build skips it as present). The committed index is
+/// the store's (`save_committed`), or the applied one from the metrics if later.
 async fn keeps_applied(
     rpc: &AppendEntriesRequest<ControllerRaft>,
     applied: Option<u64>,
     log: &super::log_store::LogStore,
 ) -> Result<(), Refused> {
-    let Some(applied) = applied else { return Ok(()) };
     let named: Vec<(u64, u64)> = rpc
         .prev_log_id
         .iter()
         .chain(rpc.entries.iter().map(|e| &e.log_id))
-        .filter(|id| id.index <= applied)
         .map(|id| (id.index, id.leader_id.term))
         .collect();
     if named.is_empty() {
         return Ok(());
     }
-    let (purged, terms) = log.terms_at(named.iter().map(|(index, _)| *index).collect()).await;
-    for ((index, term), local) in named.into_iter().zip(terms) {
-        let kept = match purged {
+    let first = named[0].0;
+    let view = log.terms_at(named.iter().map(|(index, _)| *index).collect()).await.ok_or(Refused::Rewrite(first))?;
+    let Some(committed) = view.committed.map(|c| c.index).max(applied) else { return Ok(()) };
+    for ((index, term), local) in named.into_iter().zip(view.terms) {
+        let kept = match view.purged {
+            _ if index > committed => true,
             Some(p) if index < p.index => term <= p.leader_id.term,
             Some(p) if index == p.index => term == p.leader_id.term,
             _ => local.is_none_or(|local| local == term),
@@ -349,7 +358,7 @@ async fn keeps_applied(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::{CommittedLeaderId, EntryPayload, LogId, Vote};
+    use openraft::{CommittedLeaderId, EntryPayload, LogId};
 
     /// An append is refused once the log file would pass MAX_LOG_BYTES (a heartbeat, with no entries,
     /// never is), and so are entries that do not follow one another, or whose term is above the leader's.
@@ -371,6 +380,39 @@ mod tests {
         assert_eq!(appends(&rpc(Vec::new()), 2, (0, full)), Ok(()));
         assert_eq!(appends(&rpc(vec![entry(0, 1), entry(2, 1)]), 2, (0, 1000)), Err(Refused::Gap));
         assert!(matches!(appends(&rpc(vec![entry(0, 3)]), 2, (0, 1000)), Err(Refused::Term { asked: 3, .. })));
+    }
+
+    fn blank(index: u64, term: u64) -> super::super::raft::Entry {
+        super::super::raft::Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 0), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    /// What an append names up to the committed index must be the node's own (the store's committed index,
+    /// past the applied one); past it, a leader may replace what the node holds.
+    #[tokio::test]
+    async fn appends_that_rewrite_committed_entries_are_refused() {
+        use openraft::storage::RaftLogStorage;
+        let dir = tempfile::tempdir().unwrap();
+        let entries: Vec<_> = (0..5).map(|i| blank(i, 1)).collect();
+        super::super::log_store::write_log(dir.path(), &entries).unwrap();
+        let mut log = super::super::log_store::LogStore::open(dir.path()).unwrap();
+        let rpc = |prev: Option<(u64, u64)>, entries: Vec<super::super::raft::Entry>| AppendEntriesRequest::<
+            ControllerRaft,
+        > {
+            vote: Vote::new_committed(2, 0),
+            prev_log_id: prev.map(|(term, index)| LogId::new(CommittedLeaderId::new(term, 0), index)),
+            entries,
+            leader_commit: None,
+        };
+        assert_eq!(keeps_applied(&rpc(None, vec![blank(0, 2)]), None, &log).await, Ok(()), "nothing committed yet");
+        log.save_committed(Some(LogId::new(CommittedLeaderId::new(1, 0), 3))).await.unwrap();
+        let applied = Some(1);
+        assert_eq!(keeps_applied(&rpc(Some((1, 1)), vec![blank(2, 2)]), applied, &log).await, Err(Refused::Rewrite(2)));
+        assert_eq!(keeps_applied(&rpc(Some((2, 3)), Vec::new()), applied, &log).await, Err(Refused::Rewrite(3)));
+        assert_eq!(keeps_applied(&rpc(Some((1, 3)), vec![blank(4, 2)]), applied, &log).await, Ok(()));
+        assert_eq!(keeps_applied(&rpc(Some((1, 2)), vec![blank(3, 1), blank(4, 2)]), applied, &log).await, Ok(()));
     }
 
     /// A peer that takes connections and never answers (its process hung, its host gone without a close):

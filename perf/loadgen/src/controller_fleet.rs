@@ -55,8 +55,9 @@ pub struct ControllerFleetArgs {
     kinds: Vec<String>,
 }
 
-/// SECURITY.md's controller term: 1,024 connections' 64 KiB, the heartbeat table, the state (64 MiB) and
-/// two more copies of it as JSON.
+/// Tighter than SECURITY.md's controller term, which the fleet cannot reach: 1,024 connections' 64 KiB,
+/// the heartbeat table, the state (64 MiB) and two more copies of it as JSON; not the peers' frame pool, a
+/// third copy nor the log (the fleet has no frame of its taken, and the log stays short).
 const CONTROLLER_TERM: u64 = 1024 * (64 << 10) + (4 << 20) + (64 << 20) + 2 * (65 << 20);
 
 type Counts = Arc<Mutex<BTreeMap<String, u64>>>;
