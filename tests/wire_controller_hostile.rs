@@ -75,6 +75,13 @@ async fn still_deciding_after(g: &Group, next_id: &str) {
     assert_eq!((next.code, next.ext("nextBrokerId")), (0, Some(next_id)), "{next:?}");
 }
 
+/// Node `i`'s vote as its raft-meta.json holds it.
+fn stored_vote(g: &Group, i: usize) -> serde_json::Value {
+    let stored: serde_json::Value = serde_json::from_str(&stored_votes(g)[i]).expect("raft-meta.json");
+    assert!(stored["vote"]["leader_id"]["term"].as_u64().is_some(), "{stored}");
+    stored["vote"].clone()
+}
+
 fn stored_votes(g: &Group) -> Vec<String> {
     let meta = |i: usize| std::path::Path::new(&g.configs[i].controller_store_path).join("raft-meta.json");
     (0..3).map(|i| std::fs::read_to_string(meta(i)).unwrap_or_default()).collect()
@@ -134,8 +141,8 @@ async fn a_strangers_address_and_absurd_frames_are_refused_without_a_secret() {
             assert!(refused.remark.as_deref().unwrap_or_default().contains("snapshot chunk"), "{refused:?}");
         }
         // Each of these, taken, had made openraft stop the node's Raft for good (and the process with it).
-        let stored: serde_json::Value = serde_json::from_str(&stored_votes(&g)[i]).expect("raft-meta.json");
-        for (frame, why) in [(gapped_append(), "do not follow"), (garbled_snapshot(&stored["vote"]), "no snapshot")] {
+        for (frame, why) in [(gapped_append(), "do not follow"), (garbled_snapshot(&stored_vote(&g, i)), "no snapshot")]
+        {
             let refused = c.request(frame).await;
             assert_eq!(refused.code, NO_PERMISSION, "{refused:?}");
             assert!(refused.remark.as_deref().unwrap_or_default().contains(why), "{refused:?}");
@@ -157,9 +164,7 @@ async fn a_snapshot_is_installed_as_it_was_checked() {
     let g = unsigned_group().await;
     let leader = g.leader().await;
     let follower = (leader + 1) % 3;
-    let stored: serde_json::Value = serde_json::from_str(&stored_votes(&g)[follower]).expect("raft-meta.json");
-    let vote = stored["vote"].clone();
-    assert!(vote["leader_id"]["term"].as_u64().is_some(), "{stored}");
+    let vote = stored_vote(&g, follower);
     let snapshot = br#"{"meta":{"last_log_id":null,"last_membership":{"log_id":null,"membership":{"configs":[],"nodes":{}}},"snapshot_id":"a"},"state":{"replicas":{},"sync_states":{}}}"#;
     let meta = serde_json::json!({
         "last_log_id": {"leader_id": vote["leader_id"], "index": 100_000},
@@ -191,8 +196,7 @@ async fn applied_entries_are_not_replaced() {
     let g = unsigned_group().await;
     let leader = g.leader().await;
     let follower = (leader + 1) % 3;
-    let stored: serde_json::Value = serde_json::from_str(&stored_votes(&g)[follower]).expect("raft-meta.json");
-    let term = stored["vote"]["leader_id"]["term"].as_u64().expect("a vote") + 1;
+    let term = stored_vote(&g, follower)["leader_id"]["term"].as_u64().expect("a vote") + 1;
     let leader_id = serde_json::json!({"term": term, "node_id": leader});
     let append = serde_json::json!({
         "vote": {"leader_id": leader_id, "committed": true},
@@ -583,6 +587,26 @@ async fn made_up_groups_are_released() {
     }
 }
 
+/// Broker-a with master 1 elected and slave 2 joined, through the leader: its index and both brokers'
+/// connections.
+async fn master_and_slave(g: &Group) -> (usize, Client, Client) {
+    let leader = g.leader().await;
+    let mut master = g.client(leader).await;
+    join(&mut master, "127.0.0.1:10911", "1").await;
+    assert_eq!(master.request(elect("1")).await.code, 0);
+    let mut slave = g.client(leader).await;
+    join(&mut slave, "127.0.0.1:10921", "2").await;
+    (leader, master, slave)
+}
+
+/// Broker-a as GET_SYNC_STATE_DATA shows it.
+async fn broker_a(c: &mut Client) -> serde_json::Value {
+    let mut data = request(1006, &[]);
+    data.body = r#"["broker-a"]"#.into();
+    let table: serde_json::Value = serde_json::from_slice(&c.request(data).await.body).unwrap();
+    table["replicasInfoTable"]["broker-a"].clone()
+}
+
 /// In a group that had a master, ids taken by someone who never ran a broker fill its 64 places only
 /// until they have been silent for `controllerReleaseUnelectedGroupMillis`: then the newest are released
 /// down to half the places, while the master and a silent slave in the SyncStateSet are kept, and a real
@@ -590,12 +614,7 @@ async fn made_up_groups_are_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn made_up_ids_in_a_real_group_are_released() {
     let g = group_with(|_, config| config.controller_release_unelected_group_millis = 1000).await;
-    let leader = g.leader().await;
-    let mut master = g.client(leader).await;
-    join(&mut master, "127.0.0.1:10911", "1").await;
-    assert_eq!(master.request(elect("1")).await.code, 0);
-    let mut slave = g.client(leader).await;
-    join(&mut slave, "127.0.0.1:10921", "2").await;
+    let (leader, mut master, slave) = master_and_slave(&g).await;
     let mut alter = request(1001, &[("brokerName", "broker-a"), ("masterBrokerId", "1"), ("masterEpoch", "1")]);
     alter.body = r#"{"syncStateSet":[1,2],"syncStateSetEpoch":1}"#.into();
     assert_eq!(master.request(alter).await.code, 0);
@@ -616,10 +635,7 @@ async fn made_up_ids_in_a_real_group_are_released() {
     loop {
         assert_eq!(master.request(heartbeat("1", "127.0.0.1:10911")).await.code, 0);
         applied = applied || master.request(real(&next)).await.code == 0;
-        let mut data = request(1006, &[]);
-        data.body = r#"["broker-a"]"#.into();
-        let table: serde_json::Value = serde_json::from_slice(&master.request(data).await.body).unwrap();
-        let group = &table["replicasInfoTable"]["broker-a"];
+        let group = &broker_a(&mut master).await;
         assert_eq!(group["masterBrokerId"], 1, "{group}");
         let in_sync = serde_json::to_string(&group["inSyncReplicas"]).unwrap();
         assert!(in_sync.contains("127.0.0.1:10911") && in_sync.contains("127.0.0.1:10921"), "{group}");
@@ -683,12 +699,7 @@ async fn one_address_beats_for_at_most_its_share() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_real_slave_down_for_long_keeps_its_id() {
     let g = group_with(|_, config| config.controller_release_unelected_group_millis = 1000).await;
-    let leader = g.leader().await;
-    let mut master = g.client(leader).await;
-    join(&mut master, "127.0.0.1:10911", "1").await;
-    assert_eq!(master.request(elect("1")).await.code, 0);
-    let mut slave = g.client(leader).await;
-    join(&mut slave, "127.0.0.1:10921", "2").await;
+    let (leader, mut master, slave) = master_and_slave(&g).await;
     drop(slave); // down from now on, never in the SyncStateSet
     let mut stranger = g.client(leader).await;
     for id in 3..=40 {
@@ -698,10 +709,7 @@ async fn a_real_slave_down_for_long_keeps_its_id() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let ids = loop {
         assert_eq!(master.request(heartbeat("1", "127.0.0.1:10911")).await.code, 0);
-        let mut data = request(1006, &[]);
-        data.body = r#"["broker-a"]"#.into();
-        let table: serde_json::Value = serde_json::from_slice(&master.request(data).await.body).unwrap();
-        let mut ids = group_ids(&table["replicasInfoTable"]["broker-a"]);
+        let mut ids = group_ids(&broker_a(&mut master).await);
         ids.sort_unstable();
         if ids.len() <= 32 {
             break ids;

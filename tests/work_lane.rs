@@ -22,6 +22,24 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A server on `runtime` that serves all but lookups on `lane`: its address, what stops it, and its task.
+fn serve_on_lane(
+    runtime: &tokio::runtime::Runtime,
+    lane: &WorkLane,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>, Serving) {
+    runtime.block_on(async {
+        let server = NameServer::bind(test_config(), None).await.expect("bind").with_work_lane(lane);
+        let addr = server.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        (addr, stop, task)
+    })
+}
+
+type Serving = tokio::task::JoinHandle<Result<(), rocketns::server::ServeError>>;
+
 const SCHED_OTHER: u32 = 0;
 const SCHED_IDLE: u32 = 5;
 
@@ -44,15 +62,7 @@ fn a_starved_lane_is_lifted_and_lowered_again() {
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
-    let (addr, stop, task) = runtime.block_on(async {
-        let server = NameServer::bind(test_config(), None).await.expect("bind").with_work_lane(&lane);
-        let addr = server.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        (addr, stop, task)
-    });
+    let (addr, stop, task) = serve_on_lane(&runtime, &lane);
     wait_until("the lane's worker at SCHED_IDLE", Duration::from_secs(5), || lane_policies().contains(&SCHED_IDLE));
     assert_eq!(lane.lifts(), 0, "lifted while nothing took the cores");
 
@@ -146,16 +156,8 @@ fn a_storm_starts_no_more_lane_threads_than_the_cap() {
     let _alone = one_at_a_time();
     let lane = WorkLane::new(1).expect("work lane");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-    let (addr, stop, task) = runtime.block_on(async {
-        let server = NameServer::bind(test_config(), None).await.expect("bind").with_work_lane(&lane);
-        let addr = server.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        (addr, stop, task)
-    });
-    let serving = std::thread::spawn(move || runtime.block_on(async { task.await }));
+    let (addr, stop, task) = serve_on_lane(&runtime, &lane);
+    let serving = std::thread::spawn(move || runtime.block_on(task));
     let names: Vec<String> = (0..60).map(|i| format!("storm-topic-{i}")).collect();
     let topics: Vec<(&str, i32, i32)> = names.iter().map(|n| (n.as_str(), 8, 8)).collect();
     let frames: Vec<Vec<u8>> = (0..600)
