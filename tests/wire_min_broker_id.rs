@@ -131,3 +131,34 @@ async fn without_an_acting_master_only_registrations_notify() {
     register(&mut conn, &m, dv(2), &[]).await;
     assert_eq!(slave.next_notice().await, fields(&expected));
 }
+
+/// The notifier's lines clip what a broker sent (issue 44: a 4 MB `brokerAddr` without a port, every send
+/// failing at once, made 24 MB of log a register/unregister cycle). A slave registered with a 100,000-byte
+/// address, then a master that registers and leaves: the notices are logged, and no line is over 2 KB.
+#[test]
+fn the_notifiers_lines_clip_what_a_broker_sent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("namesrv.properties");
+    let kv = dir.path().join("kv.json");
+    let text =
+        format!("bindAddress=127.0.0.1\nlistenPort=0\nnotifyMinBrokerIdChanged=true\nkvConfigPath={}\n", kv.display());
+    std::fs::write(&file, text).expect("config");
+    let (_server, addr, logs) = common::spawn_binary_with_logs(&file);
+    let long = "x".repeat(100_000);
+    let mut s = Broker::new("DefaultCluster", "broker-a", 1, &long);
+    s.acting_master = Some(true);
+    let mut m = Broker::new("DefaultCluster", "broker-a", 0, "127.0.0.1:1");
+    m.acting_master = Some(true);
+    let mut slave = std::net::TcpStream::connect(&addr).expect("connect");
+    let registered = common::blocking_request(&mut slave, &common::register_request(&s, dv(1), &[]));
+    assert_eq!(registered.map(|r| r.code), Some(0));
+    let mut master = std::net::TcpStream::connect(&addr).expect("connect");
+    let registered = common::blocking_request(&mut master, &common::register_request(&m, dv(1), &[]));
+    assert_eq!(registered.map(|r| r.code), Some(0));
+    let left = common::blocking_request(&mut master, &common::unregister_request(&m));
+    assert_eq!(left.map(|r| r.code), Some(0));
+    common::log_line(&logs, "min broker id changed, notifying", Duration::from_secs(10));
+    common::log_line(&logs, "NOTIFY_MIN_BROKER_ID_CHANGE not sent", Duration::from_secs(10));
+    let longest = logs.lock().expect("log lines").iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 2048, "a log line of {longest} bytes");
+}

@@ -12,8 +12,14 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::client::PeerConnection;
+use crate::error::shown;
+use crate::limits::throttle::client_log;
 use crate::ops::metrics::Metrics;
 use crate::route::min_broker_id::MinBrokerIdChange;
+
+/// Of a broker's address, what a log line quotes: brokers send any `brokerAddr` (issue 44: a 4 MB one
+/// made 24 MB of log a cycle), so the lines clip it and go through the client-line rate limit.
+const SHOWN: usize = 128;
 
 /// Notices waiting for the notifier; beyond it the writer drops them (and counts them).
 pub const QUEUE: usize = 1024;
@@ -27,11 +33,14 @@ const ONEWAY_TIMEOUT: Duration = Duration::from_millis(300);
 pub async fn run(mut notices: mpsc::Receiver<MinBrokerIdChange>, metrics: Arc<Metrics>) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(notice) = notices.recv().await {
-        tracing::info!(
-            broker_name = %notice.broker_name,
+        let notify: Vec<_> = notice.notify.iter().take(8).map(|a| shown(a, SHOWN)).collect();
+        client_log!(
+            info,
+            broker_name = %shown(&notice.broker_name, SHOWN),
             min_broker_id = notice.min_broker_id,
-            notify = ?notice.notify,
-            offline = ?notice.offline_broker_addr,
+            notify = ?notify,
+            brokers = notice.notify.len(),
+            offline = ?notice.offline_broker_addr.as_deref().map(|a| shown(a, SHOWN)),
             "min broker id changed, notifying"
         );
         let request = notice.request();
@@ -47,7 +56,9 @@ pub async fn run(mut notices: mpsc::Receiver<MinBrokerIdChange>, metrics: Arc<Me
                 match sent.await {
                     Ok(()) => metrics.outbound.notices_sent.fetch_add(1, Ordering::Relaxed),
                     Err(e) => {
-                        tracing::warn!(broker = %addr, error = %e, "NOTIFY_MIN_BROKER_ID_CHANGE not sent");
+                        // The error's text may quote the address again.
+                        let error = e.to_string();
+                        client_log!(warn, broker = %shown(&addr, SHOWN), error = %shown(&error, 2 * SHOWN), "NOTIFY_MIN_BROKER_ID_CHANGE not sent");
                         metrics.outbound.notices_failed.fetch_add(1, Ordering::Relaxed)
                     }
                 };
