@@ -32,6 +32,8 @@ pub enum RequestError {
     MissingField(&'static str),
     #[error("header field {field} has an invalid value {value:?}")]
     InvalidField { field: &'static str, value: String },
+    #[error("header field {field} of {len} bytes: at most {max}")]
+    FieldTooLong { field: &'static str, len: usize, max: usize },
     #[error("crc32 not match")]
     CrcMismatch,
     #[error("{0}")]
@@ -97,6 +99,7 @@ impl RequestError {
             RequestError::ControllerNotLeader => crate::protocol::codes::controller::NOT_LEADER,
             RequestError::MissingField(_)
             | RequestError::InvalidField { .. }
+            | RequestError::FieldTooLong { .. }
             | RequestError::CrcMismatch
             | RequestError::InvalidBody(_)
             | RequestError::RegisterFailed

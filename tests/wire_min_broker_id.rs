@@ -133,8 +133,9 @@ async fn without_an_acting_master_only_registrations_notify() {
 }
 
 /// The notifier's lines clip what a broker sent (issue 44: a 4 MB `brokerAddr` without a port, every send
-/// failing at once, made 24 MB of log a register/unregister cycle). A slave registered with a 100,000-byte
-/// address, then a master that registers and leaves: the notices are logged, and no line is over 2 KB.
+/// failing at once, made 24 MB of log a register/unregister cycle). A slave registered with the longest
+/// address a registration takes (261 bytes; a 100,000-byte one, before that bound, made a 200,158-byte
+/// line), then a master that registers and leaves: the notices are logged, and no line is over 2 KB.
 #[test]
 fn the_notifiers_lines_clip_what_a_broker_sent() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -144,7 +145,7 @@ fn the_notifiers_lines_clip_what_a_broker_sent() {
         format!("bindAddress=127.0.0.1\nlistenPort=0\nnotifyMinBrokerIdChanged=true\nkvConfigPath={}\n", kv.display());
     std::fs::write(&file, text).expect("config");
     let (_server, addr, logs) = common::spawn_binary_with_logs(&file);
-    let long = "x".repeat(100_000);
+    let long = "x".repeat(261);
     let mut s = Broker::new("DefaultCluster", "broker-a", 1, &long);
     s.acting_master = Some(true);
     let mut m = Broker::new("DefaultCluster", "broker-a", 0, "127.0.0.1:1");

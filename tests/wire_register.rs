@@ -684,3 +684,28 @@ async fn acting_master_follows_a_live_config_update() {
         assert_eq!(broker_addrs(&r, "Default_Broker"), vec![(want_id, "127.0.0.1:30911".into())]);
     }
 }
+
+/// A registration whose `brokerAddr` or `haServerAddr` is longer than any host name and port (261 bytes) is
+/// refused, naming the field and the bound, and nothing of it is kept: Java takes any (COMPATIBILITY.md
+/// `broker-address-length`), and a 4 MB address, quoted by every notice and every route, had made 24 MB of
+/// log a notice cycle (issue 44). The longest that fits registers.
+#[tokio::test]
+async fn a_broker_address_longer_than_a_host_and_port_is_refused() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    let long = "x".repeat(100_000);
+    let b = Broker::new("DefaultCluster", "broker-a", 0, &long);
+    let refused = c.request(register_request(&b, dv(1), &[("t", 8, 8), ("u", 8, 8)])).await;
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert_eq!(refused.remark.as_deref(), Some("header field brokerAddr of 100000 bytes: at most 261"));
+    let mut ha = register_request(&master(), dv(1), &[("t", 8, 8), ("u", 8, 8)]);
+    ha.ext_fields.as_mut().unwrap().insert("haServerAddr", "h".repeat(262));
+    let refused = c.request(ha).await;
+    assert_eq!(refused.remark.as_deref(), Some("header field haServerAddr of 262 bytes: at most 261"));
+    assert_eq!(&c.request(request(106, &[])).await.body[..], br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
+
+    let longest = format!("{}:10911", "h".repeat(255));
+    let b = Broker::new("DefaultCluster", "broker-a", 0, &longest);
+    let registered = c.request(register_request(&b, dv(1), &[("t", 8, 8), ("u", 8, 8)])).await;
+    assert_eq!(registered.code, 0, "{registered:?}");
+}

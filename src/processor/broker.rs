@@ -46,7 +46,8 @@ pub(super) async fn register_broker(
     room: RequestRoom,
 ) -> Result<RemotingCommand, RequestError> {
     let cluster = required(req, "clusterName")?;
-    let broker_addr = required(req, "brokerAddr")?;
+    let broker_addr = address("brokerAddr", required(req, "brokerAddr")?)?;
+    let ha_server_addr = req.ext("haServerAddr").map(|a| address("haServerAddr", a)).transpose()?.unwrap_or("");
     let broker_name = required(req, "brokerName")?;
     let broker_id = broker_id(req)?;
     let heartbeat_timeout =
@@ -63,7 +64,7 @@ pub(super) async fn register_broker(
         broker_addr: broker_addr.into(),
         broker_name: broker_name.into(),
         broker_id,
-        ha_server_addr: req.ext("haServerAddr").unwrap_or("").into(),
+        ha_server_addr: ha_server_addr.into(),
         zone_name: req.ext("__ZONE_NAME").map(Arc::from),
         heartbeat_timeout,
         enable_acting_master: bool_field(req, "enableActingMaster"),
@@ -160,6 +161,19 @@ async fn decoding<T: Send + 'static>(
 ) -> Result<T, RequestError> {
     let _turn = if turns { Some(p.decoders.acquire().await.map_err(|_| RequestError::ShuttingDown)?) } else { None };
     crate::limits::offload::on_blocking_pool(decode).await.ok_or(RequestError::ShuttingDown)
+}
+
+/// The longest broker address a registration may give: a host name of up to 255 bytes, a colon and a port.
+/// Java takes any; an address is kept with the routes, quoted to every client that asks them, and sent
+/// every 905 notice (a 4 MB one had made 24 MB of log a notice cycle: issue 44).
+pub const MAX_BROKER_ADDR: usize = 255 + 1 + 5;
+
+/// An address header field's value, if it is at most [`MAX_BROKER_ADDR`] bytes.
+fn address<'a>(field: &'static str, addr: &'a str) -> Result<&'a str, RequestError> {
+    match addr.len() {
+        len if len > MAX_BROKER_ADDR => Err(RequestError::FieldTooLong { field, len, max: MAX_BROKER_ADDR }),
+        _ => Ok(addr),
+    }
 }
 
 /// Answers once queued; the removal happens in the writer's next batch, as in Java.
