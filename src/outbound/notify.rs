@@ -9,20 +9,18 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 
 use super::client::PeerConnection;
 use crate::error::shown;
 use crate::limits::throttle::client_log;
 use crate::ops::metrics::Metrics;
-use crate::route::min_broker_id::MinBrokerIdChange;
+use crate::route::min_broker_id::NoticeReceiver;
 
 /// Of a broker's address, what a log line quotes: brokers send any `brokerAddr` (issue 44: a 4 MB one
 /// made 24 MB of log a cycle), so the lines clip it and go through the client-line rate limit.
 const SHOWN: usize = 128;
 
-/// Notices waiting for the notifier; beyond it the writer drops them (and counts them).
-pub const QUEUE: usize = 1024;
 const MAX_IN_FLIGHT: usize = 16;
 /// Java's `connectTimeoutMillis`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -30,7 +28,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const ONEWAY_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Runs until the writer's end of the channel is dropped.
-pub async fn run(mut notices: mpsc::Receiver<MinBrokerIdChange>, metrics: Arc<Metrics>) {
+pub async fn run(mut notices: NoticeReceiver, metrics: Arc<Metrics>) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(notice) = notices.recv().await {
         let notify: Vec<_> = notice.notify.iter().take(8).map(|a| shown(a, SHOWN)).collect();

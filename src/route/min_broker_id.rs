@@ -1,10 +1,13 @@
 //! NOTIFY_MIN_BROKER_ID_CHANGE (905): when the lowest broker id of a broker group changes, Java's
 //! `RouteInfoManager` tells the group's brokers (with `notifyMinBrokerIdChanged`), and a slave of a 5.x
 //! group can then act as master. Which change is told to whom, with which header fields, is decided here,
-//! by the route builder; `outbound::notify` sends it.
+//! by the route builder; `outbound::notify` sends it, from the queue here (bounded in notices and bytes).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::mpsc;
 
 use crate::protocol::codes::request;
 use crate::remoting::{ExtFields, RemotingCommand};
@@ -24,6 +27,19 @@ pub struct MinBrokerIdChange {
 }
 
 impl MinBrokerIdChange {
+    /// What it holds, an upper bound: itself, its list, and every string it keeps alive (a queued notice
+    /// may be the last holder of a gone broker's address).
+    pub fn bytes(&self) -> usize {
+        let strings = [&self.broker_name, &self.min_broker_addr]
+            .into_iter()
+            .chain(&self.offline_broker_addr)
+            .chain(&self.ha_broker_addr)
+            .chain(&self.notify)
+            .map(|s| s.len())
+            .sum::<usize>();
+        std::mem::size_of::<Self>() + self.notify.len() * std::mem::size_of::<Arc<str>>() + strings
+    }
+
     /// The change for a group now made of `addrs` (`None` when it is empty): a broker that left is told to
     /// every remaining member; a broker that registered with a lower id, to the others (or to itself when it
     /// is alone).
@@ -64,9 +80,83 @@ impl MinBrokerIdChange {
     }
 }
 
+/// Notices waiting for the notifier; beyond it the writer drops them (and counts them).
+pub const QUEUE: usize = 1024;
+/// What the notices waiting may hold in all ([`MinBrokerIdChange::bytes`]); beyond it, the same. A notice
+/// lists every broker of its group, so its size is the group's: without this, 1,024 notices of a group of
+/// many brokers held gigabytes (issue 44).
+pub const QUEUE_BYTES: usize = 4 << 20;
+
+/// The queue between the route writer and the notifier, bounded in notices and in bytes.
+pub fn queue() -> (NoticeSender, NoticeReceiver) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let bytes = Arc::new(AtomicUsize::new(0));
+    (NoticeSender { tx, bytes: bytes.clone() }, NoticeReceiver { rx, bytes })
+}
+
+/// The route writer's end: it never waits.
+pub struct NoticeSender {
+    tx: mpsc::Sender<MinBrokerIdChange>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl NoticeSender {
+    /// Queues `notice` if the queue has room for it, in notices and in bytes; `false` when it is dropped.
+    pub fn try_send(&self, notice: MinBrokerIdChange) -> bool {
+        let size = notice.bytes();
+        // Only this sender adds: what it reads can only have shrunk since.
+        if self.bytes.load(Ordering::Acquire) + size > QUEUE_BYTES {
+            return false;
+        }
+        self.bytes.fetch_add(size, Ordering::AcqRel);
+        if self.tx.try_send(notice).is_err() {
+            self.bytes.fetch_sub(size, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+}
+
+/// The notifier's end.
+pub struct NoticeReceiver {
+    rx: mpsc::Receiver<MinBrokerIdChange>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl NoticeReceiver {
+    pub(crate) async fn recv(&mut self) -> Option<MinBrokerIdChange> {
+        let notice = self.rx.recv().await?;
+        self.bytes.fetch_sub(notice.bytes(), Ordering::AcqRel);
+        Some(notice)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Notices of a group of 1,000 brokers (277 KB each, 261-byte addresses) fill the queue's bytes long
+    /// before its 1,024 places; one taken by the notifier makes room again.
+    #[tokio::test]
+    async fn the_queue_holds_at_most_its_bytes() {
+        let (sink, mut notices) = queue();
+        let notice = MinBrokerIdChange {
+            broker_name: "broker-a".into(),
+            min_broker_id: 0,
+            min_broker_addr: "127.0.0.1:10911".into(),
+            offline_broker_addr: None,
+            ha_broker_addr: None,
+            notify: vec![Arc::from("x".repeat(261)); 1000],
+        };
+        let fits = QUEUE_BYTES / notice.bytes();
+        assert!(fits < QUEUE, "{fits}");
+        for i in 0..fits {
+            assert!(sink.try_send(notice.clone()), "notice {i}");
+        }
+        assert!(!sink.try_send(notice.clone()), "past {QUEUE_BYTES} bytes");
+        assert_eq!(notices.recv().await, Some(notice.clone()));
+        assert!(sink.try_send(notice), "room again");
+    }
 
     fn group(members: &[(i64, &str)]) -> BTreeMap<i64, Arc<str>> {
         members.iter().map(|(id, a)| (*id, Arc::from(*a))).collect()

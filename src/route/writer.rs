@@ -31,7 +31,7 @@ use crate::route::builder::{
 };
 use crate::route::dump::RoutesToSave;
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveTable, ConnId, LiveView};
-use crate::route::min_broker_id::MinBrokerIdChange;
+use crate::route::min_broker_id::NoticeSender;
 use crate::route::snapshot::{RouteConfig, RouteSnapshot};
 
 /// At most this many mutations go into one snapshot, so replies are never held back for long.
@@ -217,7 +217,7 @@ struct WriterState {
     /// would pay for that in front of its lookup.
     retired: Vec<Arc<RouteSnapshot>>,
     /// Where 905 notices go (`notifyMinBrokerIdChanged`); `None` drops them.
-    notices: Option<mpsc::Sender<MinBrokerIdChange>>,
+    notices: Option<NoticeSender>,
 }
 
 /// Creates the route table, starting from `initial` (empty, with its switches and ordered-topic configs):
@@ -272,7 +272,7 @@ pub fn route_table(
 impl RouteWriter {
     /// Hands the batches' 905 notices to `sink` once their snapshot is published. The writer never waits
     /// for it: a notice finding the channel full is dropped and counted.
-    pub fn send_min_broker_id_changes(&mut self, sink: mpsc::Sender<MinBrokerIdChange>) {
+    pub fn send_min_broker_id_changes(&mut self, sink: NoticeSender) {
         self.state.notices = Some(sink);
     }
 
@@ -374,7 +374,7 @@ impl WriterState {
         drop(current);
         if let Some(sink) = &self.notices {
             for notice in notices {
-                if sink.try_send(notice).is_err() {
+                if !sink.try_send(notice) {
                     self.counters.notices_dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }

@@ -55,7 +55,7 @@ impl Supervised {
             None => (None, None),
         };
         let notifier = state.config.load().notify_min_broker_id_changed.then(|| {
-            let (sink, notices) = tokio::sync::mpsc::channel(crate::outbound::notify::QUEUE);
+            let (sink, notices) = crate::route::min_broker_id::queue();
             writer.send_min_broker_id_changes(sink);
             background.spawn(crate::outbound::notify::run(notices, state.metrics.clone()))
         });
