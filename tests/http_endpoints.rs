@@ -87,3 +87,41 @@ async fn readiness_follows_the_start_up_wait() {
     assert_eq!(get(port, "/readyz").await.0, 503);
     assert_eq!(get(port, "/healthz").await.0, 200, "alive all the same");
 }
+
+/// The HTTP port holds at most 64 connections (issue 44: 1,128 trickling ones took every descriptor and
+/// remoting accepts failed): 64 that send nothing hold its places, the next is closed at its accept and
+/// counted, lookups on a new remoting connection are answered meanwhile, and a place given back serves again.
+#[tokio::test]
+async fn the_http_port_holds_at_most_its_connections() {
+    let port = free_port();
+    let mut config = test_config();
+    config.metrics_port = port;
+    let server = start_with(config).await;
+    let mut idle = Vec::new();
+    for _ in 0..rocketns::ops::http_listener::MAX_CONNECTIONS {
+        idle.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect"));
+    }
+    // Each accepted before the next is tried: the server has taken them all once /healthz on one more fails.
+    let mut extra = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    let mut reply = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), extra.read_to_end(&mut reply)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "the 65th connection was served: {read:?} {reply:?}");
+
+    let mut c = Client::connect(server.addr).await;
+    assert_eq!(c.request(route_request("no-such-topic", 479)).await.code, 17, "remoting still answers");
+    idle.pop();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let metrics = loop {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await;
+        let mut resp = Vec::new();
+        let _ = s.read_to_end(&mut resp).await;
+        if !resp.is_empty() {
+            break String::from_utf8_lossy(&resp).into_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no place given back");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(sample(&metrics, "rocketns_http_connections_refused_total").is_some_and(|n| n >= 1.0), "{metrics}");
+}

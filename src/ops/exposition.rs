@@ -140,6 +140,11 @@ fn counters(out: &mut String, state: &ServerState) {
             &m.connections_refused,
         ),
         (
+            "rocketns_http_connections_refused_total",
+            "Connections to the metrics port closed as soon as accepted because 64 were open.",
+            &m.http_connections_refused,
+        ),
+        (
             "rocketns_client_log_lines_dropped_total",
             "Log lines about what clients did (malformed frames, refused signatures, slow frames) not written: over 50 a second.",
             &crate::limits::throttle::client_lines().dropped,

@@ -28,6 +28,7 @@ pub fn router(state: ServerState) -> Router {
 /// Serves the router on `listener` until the task is aborted; returning at all is a failure, which the
 /// server's supervision turns into a stop (`server.rs`).
 pub async fn serve(listener: tokio::net::TcpListener, state: ServerState) {
+    let listener = crate::ops::http_listener::Bounded::new(listener, state.metrics.clone());
     if let Err(e) = axum::serve(listener, router(state)).await {
         tracing::error!(error = %e, "metrics HTTP server stopped");
     }

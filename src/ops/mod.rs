@@ -1,5 +1,6 @@
 //! What operators see: `metrics` (the counters), `exposition` (their Prometheus text, where every metric
-//! is named), `http` (the operator's port: metrics, health, readiness, route dumps) and `audit` (the audit
+//! is named), `http` (the operator's port: metrics, health, readiness, route dumps; `http_listener` holds its
+//! connections to their bounds) and `audit` (the audit
 //! log of writes).
 //!
 //! `metrics` is a sink that `limits`, `net`, `outbound`, `service` and the shared state count into; `http`
@@ -9,4 +10,5 @@
 pub mod audit;
 pub mod exposition;
 pub mod http;
+pub mod http_listener;
 pub mod metrics;
