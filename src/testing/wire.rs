@@ -61,8 +61,26 @@ pub fn split_frame(buf: &mut BytesMut) -> Option<BytesMut> {
     (buf.len() >= len).then(|| buf.split_to(len))
 }
 
-/// A port free on 127.0.0.1 right now, for a server that must be told its port before it starts.
+/// A port free on 127.0.0.1 right now, for a server that must be told its port before it starts. Drawn at
+/// random below the kernel's ephemeral range (`ip_local_port_range`): a port the kernel hands out (port 0)
+/// is also one it gives the outbound connections other tests open meanwhile (10,000 at once in some), and
+/// one of them took a server's port between this check and its bind ("Address already in use").
 pub fn free_port() -> u16 {
+    use std::hash::BuildHasher;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOWEST: u16 = 10_000;
+    if ephemeral > LOWEST {
+        for _ in 0..1000 {
+            let drawn = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+            let port = LOWEST + (drawn % u64::from(ephemeral - LOWEST)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }
 
