@@ -25,12 +25,17 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.parse().ok()))
 }
 
-#[tokio::test]
-async fn metrics_health_and_dumps() {
+/// A server with its HTTP port open, and that port.
+async fn with_metrics_port() -> (TestServer, u16) {
     let port = free_port();
     let mut config = test_config();
     config.metrics_port = port;
-    let server = start_with(config).await;
+    (start_with(config).await, port)
+}
+
+#[tokio::test]
+async fn metrics_health_and_dumps() {
+    let (server, port) = with_metrics_port().await;
     assert_eq!(get(port, "/healthz").await, (200, "ok\n".to_string()));
     assert_eq!(get(port, "/readyz").await.0, 200);
     let (_, before) = get(port, "/metrics").await;
@@ -93,10 +98,7 @@ async fn readiness_follows_the_start_up_wait() {
 /// counted, lookups on a new remoting connection are answered meanwhile, and a place given back serves again.
 #[tokio::test]
 async fn the_http_port_holds_at_most_its_connections() {
-    let port = free_port();
-    let mut config = test_config();
-    config.metrics_port = port;
-    let server = start_with(config).await;
+    let (server, port) = with_metrics_port().await;
     let mut idle = Vec::new();
     for _ in 0..rocketns::ops::http_listener::MAX_CONNECTIONS {
         idle.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect"));
