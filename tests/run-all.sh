@@ -36,7 +36,7 @@ stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
 declare -A what=(
-    [fmt]="cargo fmt --check of every crate, and every tracked Rust file reached by it (tests/fmt.sh)"
+    [fmt]="cargo fmt --check of every crate, every tracked Rust file reached by it, and bare rustfmt file by file (tests/fmt.sh)"
     [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
     [readme-run]="the README's first command, as cargo run -- -p"
     [test]="cargo test: unit, wire and real-binary tests"

@@ -290,11 +290,7 @@ async fn auto_create(rt: &Runtime, ns: &str, topic: &str) -> Result<(), Failure>
 }
 
 fn check(ok: bool, what: String) -> Result<(), Failure> {
-    if ok {
-        Ok(())
-    } else {
-        Err(what.into())
-    }
+    if ok { Ok(()) } else { Err(what.into()) }
 }
 
 /// The perm of `broker`'s queues for `topic`, as the NameServer routes it.
