@@ -251,7 +251,7 @@ impl RaftLogStorage<ControllerRaft> for LogStore {
         self.clone()
     }
 
-    /// Kept in memory for the gate (`network::keeps_applied`): openraft takes every entry up to it as
+    /// Kept in memory for the gate (`network::keeps_committed`): openraft takes every entry up to it as
     /// this node's own.
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), StorageError<NodeId>> {
         self.lock().committed = committed;

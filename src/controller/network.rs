@@ -168,10 +168,10 @@ pub async fn serve(
     if let Err(refused) = gate.check_request(&node.settings.me().id, from, req) {
         return Some(Err(refused));
     }
-    let (term, purged, applied) = {
+    let (term, vote, purged, applied) = {
         let m = raft.metrics();
         let m = m.borrow();
-        (m.current_term, m.purged.map_or(0, |p| p.index), m.last_applied.map(|a| a.index))
+        (m.current_term, m.vote, m.purged.map_or(0, |p| p.index), m.last_applied.map(|a| a.index))
     };
     let body = match req.code {
         code::RAFT_APPEND_ENTRIES => {
@@ -179,7 +179,7 @@ pub async fn serve(
             let grown = log_bytes.saturating_add(req.body.len() as u64);
             let check = |rpc: &AppendEntriesRequest<ControllerRaft>| appends(rpc, term, (purged, grown));
             let handle = |rpc: AppendEntriesRequest<ControllerRaft>, ()| async move {
-                keeps_applied(&rpc, applied, &node.log).await?;
+                keeps_committed(&rpc, applied, &node.log).await?;
                 Ok(raft.append_entries(rpc).await)
             };
             answer(&req.body, check, handle).await
@@ -189,7 +189,6 @@ pub async fn serve(
             answer(&req.body, check, |rpc, ()| async { Ok(raft.vote(rpc).await) }).await
         }
         _ => {
-            let vote = raft.metrics().borrow().vote;
             let check = |rpc: &InstallSnapshotRequest<ControllerRaft>| chunk(rpc, (term, vote), &node.arriving);
             answer(&req.body, check, |rpc, whole| install(raft, rpc, whole, vote)).await
         }
@@ -324,7 +323,7 @@ where
 /// there, and openraft takes every entry up to its committed index as the node's own (asked to replace
 /// one, it panics in a debug build, and in a release build skips it as present). The committed index is
 /// the store's (`save_committed`), or the applied one from the metrics if later.
-async fn keeps_applied(
+async fn keeps_committed(
     rpc: &AppendEntriesRequest<ControllerRaft>,
     applied: Option<u64>,
     log: &super::log_store::LogStore,
@@ -406,13 +405,16 @@ mod tests {
             entries,
             leader_commit: None,
         };
-        assert_eq!(keeps_applied(&rpc(None, vec![blank(0, 2)]), None, &log).await, Ok(()), "nothing committed yet");
+        assert_eq!(keeps_committed(&rpc(None, vec![blank(0, 2)]), None, &log).await, Ok(()), "nothing committed yet");
         log.save_committed(Some(LogId::new(CommittedLeaderId::new(1, 0), 3))).await.unwrap();
         let applied = Some(1);
-        assert_eq!(keeps_applied(&rpc(Some((1, 1)), vec![blank(2, 2)]), applied, &log).await, Err(Refused::Rewrite(2)));
-        assert_eq!(keeps_applied(&rpc(Some((2, 3)), Vec::new()), applied, &log).await, Err(Refused::Rewrite(3)));
-        assert_eq!(keeps_applied(&rpc(Some((1, 3)), vec![blank(4, 2)]), applied, &log).await, Ok(()));
-        assert_eq!(keeps_applied(&rpc(Some((1, 2)), vec![blank(3, 1), blank(4, 2)]), applied, &log).await, Ok(()));
+        assert_eq!(
+            keeps_committed(&rpc(Some((1, 1)), vec![blank(2, 2)]), applied, &log).await,
+            Err(Refused::Rewrite(2))
+        );
+        assert_eq!(keeps_committed(&rpc(Some((2, 3)), Vec::new()), applied, &log).await, Err(Refused::Rewrite(3)));
+        assert_eq!(keeps_committed(&rpc(Some((1, 3)), vec![blank(4, 2)]), applied, &log).await, Ok(()));
+        assert_eq!(keeps_committed(&rpc(Some((1, 2)), vec![blank(3, 1), blank(4, 2)]), applied, &log).await, Ok(()));
     }
 
     /// A peer that takes connections and never answers (its process hung, its host gone without a close):

@@ -96,7 +96,8 @@ pub fn queue() -> (NoticeSender, NoticeReceiver) {
 
 /// The route writer's end: it never waits.
 pub struct NoticeSender {
-    tx: mpsc::Sender<MinBrokerIdChange>,
+    /// Each notice with the bytes it was counted for, given back as that.
+    tx: mpsc::Sender<(MinBrokerIdChange, usize)>,
     bytes: Arc<AtomicUsize>,
 }
 
@@ -104,29 +105,25 @@ impl NoticeSender {
     /// Queues `notice` if the queue has room for it, in notices and in bytes; `false` when it is dropped.
     pub fn try_send(&self, notice: MinBrokerIdChange) -> bool {
         let size = notice.bytes();
-        // Only this sender adds: what it reads can only have shrunk since.
-        if self.bytes.load(Ordering::Acquire) + size > QUEUE_BYTES {
-            return false;
-        }
-        self.bytes.fetch_add(size, Ordering::AcqRel);
-        if self.tx.try_send(notice).is_err() {
+        let queued = self.bytes.fetch_add(size, Ordering::AcqRel) + size <= QUEUE_BYTES
+            && self.tx.try_send((notice, size)).is_ok();
+        if !queued {
             self.bytes.fetch_sub(size, Ordering::AcqRel);
-            return false;
         }
-        true
+        queued
     }
 }
 
 /// The notifier's end.
 pub struct NoticeReceiver {
-    rx: mpsc::Receiver<MinBrokerIdChange>,
+    rx: mpsc::Receiver<(MinBrokerIdChange, usize)>,
     bytes: Arc<AtomicUsize>,
 }
 
 impl NoticeReceiver {
     pub(crate) async fn recv(&mut self) -> Option<MinBrokerIdChange> {
-        let notice = self.rx.recv().await?;
-        self.bytes.fetch_sub(notice.bytes(), Ordering::AcqRel);
+        let (notice, size) = self.rx.recv().await?;
+        self.bytes.fetch_sub(size, Ordering::AcqRel);
         Some(notice)
     }
 }
