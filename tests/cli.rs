@@ -67,31 +67,24 @@ fn help_and_bad_values() {
 #[test]
 fn several_controller_nodes_without_a_secret_refuse_to_start() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = temp_config_file(&format!(
-        "listenPort=0\nbindAddress=127.0.0.1\nenableControllerInNamesrv=true\ncontrollerDLegerGroup=g\n\
+    let extra = format!(
+        "enableControllerInNamesrv=true\ncontrollerDLegerGroup=g\n\
          controllerDLegerPeers=n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3\ncontrollerDLegerSelfId=n0\n\
-         controllerStorePath={}\nkvConfigPath={}\n",
-        dir.path().join("controller").display(),
-        dir.path().join("kv.json").display()
-    ));
+         controllerStorePath={}\n",
+        dir.path().join("controller").display()
+    );
+    let file = common::properties_file(dir.path(), 0, &extra);
     let mut child = rocketns()
         .arg("-c")
-        .arg(file.path())
+        .arg(&file)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("started and served for 10 s without a secret");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = common::exited(&mut child, Duration::from_secs(10)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("started and served for 10 s without a secret");
     };
     assert!(!status.success());
     let mut stderr = String::new();

@@ -14,18 +14,6 @@ fn take_over(config_file: &std::path::Path) -> std::process::Command {
     command
 }
 
-/// Waits for `child` to exit, at most `within`.
-fn exited(child: &mut Spawned, within: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = std::time::Instant::now() + within;
-    while std::time::Instant::now() < deadline {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
-}
-
 #[test]
 fn a_new_process_takes_the_port_routes_and_kv_over() {
     let dir = tempfile::tempdir().expect("temp dir");

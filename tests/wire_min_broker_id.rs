@@ -139,11 +139,7 @@ async fn without_an_acting_master_only_registrations_notify() {
 #[test]
 fn the_notifiers_lines_clip_what_a_broker_sent() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("namesrv.properties");
-    let kv = dir.path().join("kv.json");
-    let text =
-        format!("bindAddress=127.0.0.1\nlistenPort=0\nnotifyMinBrokerIdChanged=true\nkvConfigPath={}\n", kv.display());
-    std::fs::write(&file, text).expect("config");
+    let file = common::properties_file(dir.path(), 0, "notifyMinBrokerIdChanged=true\n");
     let (_server, addr, logs) = common::spawn_binary_with_logs(&file);
     let long = "x".repeat(261);
     let mut s = Broker::new("DefaultCluster", "broker-a", 1, &long);

@@ -8,7 +8,17 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long an accept loop pauses after a failed accept (out of descriptors and the like): it neither spins
+/// nor writes more than a line each time, and the next accept may work.
+pub const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// Logs a failed accept on `port` and pauses [`ACCEPT_RETRY`].
+pub async fn after_failed_accept(port: &'static str, error: &std::io::Error) {
+    tracing::warn!(port, error = %error, "accept failed");
+    tokio::time::sleep(ACCEPT_RETRY).await;
+}
 
 /// A token bucket: `per_second` lines on average, `burst` at once.
 pub struct LineBudget {

@@ -45,9 +45,7 @@ impl axum::serve::Listener for Bounded {
             let (stream, addr) = match self.listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    // Out of descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "metrics port: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    crate::limits::throttle::after_failed_accept("metrics", &e).await;
                     continue;
                 }
             };

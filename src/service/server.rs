@@ -325,11 +325,7 @@ async fn accept_until_stopped(
             },
             accepted = sockets.listener.accept() => match accepted {
                 Ok((stream, peer)) => connections.admit(stream, peer),
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                Err(e) => crate::limits::throttle::after_failed_accept("remoting", &e).await,
             },
         }
     }

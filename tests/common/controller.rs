@@ -21,13 +21,11 @@ pub async fn group() -> Group {
 /// A group that takes Raft frames from the peers' addresses unsigned (`controllerAllowUnsignedPeers`):
 /// what the gate's checks do whoever may send.
 pub async fn unsigned_group() -> Group {
-    group_with(|_, config| unsigned(config)).await
-}
-
-/// No secret, and unsigned Raft frames allowed.
-pub fn unsigned(config: &mut rocketns::NamesrvConfig) {
-    config.controller_peer_secret_file = String::new();
-    config.controller_allow_unsigned_peers = true;
+    group_with(|_, config| {
+        config.controller_peer_secret_file = String::new();
+        config.controller_allow_unsigned_peers = true;
+    })
+    .await
 }
 
 /// A group whose nodes' configs `tweak` changes (given each node's index) before they start; they share a

@@ -305,6 +305,18 @@ impl Drop for Spawned {
     }
 }
 
+/// Waits for `child` to exit, at most `within`.
+pub fn exited(child: &mut std::process::Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
 /// The real `rocketns` binary, started with a `-c` file holding `properties` (which should say
 /// `bindAddress=127.0.0.1` and `listenPort=0`); returns it with the address from its boot line.
 pub fn spawn_binary(config_file: &std::path::Path) -> (Spawned, String) {
