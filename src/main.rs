@@ -62,6 +62,10 @@ fn main() -> ExitCode {
         print!("{}", config.effective().to_properties_text(true));
         return ExitCode::SUCCESS;
     }
+    // As the JVM does: the process's descriptors are shared out of what it may have (service::descriptors).
+    if let Err(e) = rocketns::descriptors::raise_limit() {
+        tracing::warn!(error = %e, "the open-files limit could not be raised to its hard limit");
+    }
     if cli.controller_only {
         return controller_only(&config);
     }
@@ -88,7 +92,8 @@ fn load_config(file: Option<&std::path::Path>) -> Result<NamesrvConfig, String> 
         None => Ok(NamesrvConfig::default()),
     };
     let json_log = matches!(load(), Ok(c) if c.log_format == "json");
-    init_logging(json_log);
+    // Logs go to stderr, so that `-p` output stays clean on stdout.
+    rocketns::logging::init(json_log);
     let config = load().map_err(|e| e.to_string())?;
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
@@ -207,19 +212,6 @@ fn controller_only(config: &NamesrvConfig) -> ExitCode {
             }
         }
     })
-}
-
-/// Logs go to stderr, so that `-p` output stays clean on stdout: as text, or with `logFormat=json` one
-/// JSON object a line (time, level, target, fields), for log shippers.
-fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
-    if json {
-        builder.json().flatten_event(true).init();
-    } else {
-        builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init();
-    }
 }
 
 /// Turns transparent huge pages off for this process (where the kernel's setting is `always`). The first

@@ -48,6 +48,9 @@ pub struct ServerState {
     pub reply_pacer: Arc<crate::limits::throttle::BytePacer>,
     /// What the controller (`enableControllerInNamesrv`) shows on /metrics.
     pub controller: Option<Arc<crate::controller::stats::ControllerStats>>,
+    /// Remoting connections open at most: `serverMaxConnections`, or fewer where the process's file
+    /// descriptors do not allow as many beside everything else that holds them (`service::descriptors`).
+    pub max_connections: u64,
 }
 
 /// Where the server is in its life, as handlers see it. Its fields are private: only the server's life
@@ -98,6 +101,7 @@ impl ServerState {
         let metrics: Arc<crate::ops::metrics::Metrics> = Default::default();
         let budget = crate::limits::budget::MemoryBudget::from_config(&config.load(), &metrics);
         let reply_pacer = Arc::new(crate::limits::throttle::BytePacer::new(config.load().large_reply_bytes_per_second));
+        let max_connections = config.load().server_max_connections;
         ServerState {
             routes,
             config,
@@ -117,6 +121,7 @@ impl ServerState {
             lookups: None,
             reply_pacer,
             controller: None,
+            max_connections,
         }
     }
 

@@ -22,6 +22,9 @@ use super::raft::{ControllerRaft, Entry, NodeId};
 use crate::store::fsutil;
 
 const LOG_FILE: &str = "raft-log";
+/// Files the store may hold open at once: the log, its directory while syncing, a rewrite's temporary,
+/// the meta file and a snapshot's (`limits::descriptors`).
+pub const FILES: usize = 8;
 const META_FILE: &str = "raft-meta.json";
 
 /// What `raft-meta.json` holds.

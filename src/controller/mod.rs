@@ -43,6 +43,12 @@ mod store_tests;
 #[cfg(test)]
 mod tests;
 
+/// Descriptors the controller may hold with `peers` nodes in its group (`limits::descriptors`): its port's
+/// connections, one to each other node, its 1008 notices in flight and the Raft log's files.
+pub fn descriptors(peers: usize) -> u64 {
+    (admission::MAX_CONNECTIONS + peers + notify::MAX_IN_FLIGHT + log_store::FILES) as u64
+}
+
 /// Java's `MixAll.FIRST_BROKER_CONTROLLER_ID`: the id of the first broker of a group.
 pub const FIRST_BROKER_CONTROLLER_ID: i64 = 1;
 

@@ -16,7 +16,7 @@ use crate::remoting::{ExtFields, RemotingCommand};
 
 /// Notices waiting to be sent; beyond it one is dropped (and logged).
 pub const QUEUE: usize = 256;
-const MAX_IN_FLIGHT: usize = 3;
+pub const MAX_IN_FLIGHT: usize = 3;
 const TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -150,6 +150,11 @@ fn counters(out: &mut String, state: &ServerState) {
             &crate::limits::throttle::client_lines().dropped,
         ),
         (
+            "rocketns_log_lines_dropped_total",
+            "Log lines of any kind not written: over 200 a second, 2,000 at once.",
+            &crate::ops::logging::lines().dropped,
+        ),
+        (
             "rocketns_table_bodies_encoded_total",
             "Whole-table reply bodies (cluster info, topic lists) encoded: once per kind and route snapshot, shared by every request for it.",
             &m.table_bodies_encoded,
@@ -175,7 +180,7 @@ fn counters(out: &mut String, state: &ServerState) {
 
 fn gauges(out: &mut String, state: &ServerState) {
     let snapshot = state.routes.load();
-    let max_connections = state.config.load().server_max_connections;
+    let max_connections = state.max_connections;
     let gauges = [
         ("rocketns_connections", "Connections open.", gauge(&state.metrics.connections)),
         ("rocketns_snapshot_version", "Version of the route snapshot being served.", snapshot.version as i64),
@@ -191,7 +196,7 @@ fn gauges(out: &mut String, state: &ServerState) {
         ),
         (
             "rocketns_server_max_connections",
-            "serverMaxConnections: connections beyond it are closed on accept.",
+            "serverMaxConnections, or fewer where the open-files limit does not allow it: connections beyond it are closed on accept.",
             i64::try_from(max_connections).unwrap_or(i64::MAX),
         ),
     ];

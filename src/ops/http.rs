@@ -5,15 +5,37 @@
 //! - `/readyz`: 200 while routes are served, 503 during the start-up wait (`needWaitForService`) and shutdown;
 //! - `/routes/{topic}`: the topic's TopicRouteData as standard JSON (404 when there is none);
 //! - `/cluster`: cluster info as standard JSON.
+//!
+//! Route dumps are written from the route snapshot's own bytes, each encoded once per snapshot as the
+//! remoting port's are, and a dump over [`SMALL_REPLY`] holds room in the replies pool until it has been
+//! written, as a remoting reply does: 40 clients that never read a 24 MB `/cluster` had each held a copy
+//! of their own (RSS 163 to 1,076 MB, issue 44). Connections are held to their bounds by `http_listener`.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use http_body::Frame;
 
+use crate::limits::budget::Charge;
 use crate::protocol::json::JsonStyle;
+use crate::route::snapshot::{Encoded, TableBody};
 use crate::state::ServerState;
+
+/// Replies up to this size are written without a charge, as on the remoting port.
+pub const SMALL_REPLY: usize = crate::limits::budget::SMALL_FRAME;
+/// How long a dump waits for room in the replies pool before it is answered 503.
+const ROOM_WAIT: Duration = Duration::from_secs(5);
+/// How much of a dump is handed to the connection at a time: its socket takes it as it can, and the
+/// room stays held until the last piece has been handed over.
+const PIECE: usize = crate::ops::http_listener::BUFFER;
 
 pub fn router(state: ServerState) -> Router {
     Router::new()
@@ -25,19 +47,19 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
-/// Serves the router on `listener` until the task is aborted; returning at all is a failure, which the
-/// server's supervision turns into a stop (`server.rs`).
+/// Serves the port on `listener` until the task is aborted; returning at all is a failure, which the
+/// server's supervision turns into a stop (`server.rs`). Its connections are served on the runtime this
+/// runs on, whichever `listener` was bound on.
 pub async fn serve(listener: tokio::net::TcpListener, state: ServerState) {
-    let listener = crate::ops::http_listener::Bounded::new(listener, state.metrics.clone());
-    if let Err(e) = axum::serve(listener, router(state)).await {
-        tracing::error!(error = %e, "metrics HTTP server stopped");
-    }
-}
-
-/// A JSON reply, ending with a newline as curl users expect.
-fn json(mut body: Vec<u8>) -> Response {
-    body.push(b'\n');
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    let listener = match listener.into_std().and_then(tokio::net::TcpListener::from_std) {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::error!(error = %e, "the metrics port cannot be served here");
+            return;
+        }
+    };
+    let metrics = state.metrics.clone();
+    crate::ops::http_listener::serve(listener, router(state), metrics).await;
 }
 
 async fn metrics(State(p): State<ServerState>) -> Response {
@@ -54,17 +76,68 @@ async fn readyz(State(p): State<ServerState>) -> Response {
 }
 
 async fn route(State(p): State<ServerState>, Path(topic): Path<String>) -> Response {
-    match p.routes.load().route_body(&topic, JsonStyle::Standard) {
-        Some(body) => json(body.to_vec()),
-        None => (StatusCode::NOT_FOUND, json(br#"{"error":"no route for this topic"}"#.to_vec())).into_response(),
+    let snapshot = p.routes.load();
+    match snapshot.route_body(&topic, JsonStyle::Standard) {
+        Some(body) => json(&p, vec![body.shared.clone(), body.own.clone(), Bytes::from_static(b"\n")]).await,
+        None => {
+            let body = "{\"error\":\"no route for this topic\"}\n";
+            (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
     }
 }
 
 async fn cluster(State(p): State<ServerState>) -> Response {
-    let body = match crate::processor::table_body(&p, crate::route::snapshot::TableBody::ClusterInfo).await {
-        Ok(crate::route::snapshot::Encoded::One(body)) => body,
-        _ => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    match crate::processor::table_body(&p, TableBody::ClusterInfoStandard).await {
+        Ok(Encoded::One(body)) => json(&p, vec![body]).await,
+        _ => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+/// A JSON reply of `parts`, holding room in the replies pool while it is written when it is large.
+async fn json(p: &ServerState, parts: Vec<Bytes>) -> Response {
+    let len: usize = parts.iter().map(Bytes::len).sum();
+    let charge = if len <= SMALL_REPLY {
+        Charge::default()
+    } else {
+        match tokio::time::timeout(ROOM_WAIT, p.budget.replies.reserve(len)).await {
+            Ok(charge) if charge.bytes() == len => charge,
+            // Larger than the whole pool, or no room in time.
+            _ => return (StatusCode::SERVICE_UNAVAILABLE, "no room for the reply now\n").into_response(),
+        }
     };
-    // The wire form has fastjson's bare numeric keys; tools want standard JSON.
-    json(crate::protocol::lenient::quote_bare_keys(&body).unwrap_or_else(|| body.to_vec()))
+    let parts = parts.into_iter().filter(|part| !part.is_empty()).collect();
+    let body = Body::new(Pieces { parts, len: len as u64, _charge: charge });
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A body handed over [`PIECE`] at a time from shared bytes, with the room it holds.
+struct Pieces {
+    parts: VecDeque<Bytes>,
+    len: u64,
+    _charge: Charge,
+}
+
+impl http_body::Body for Pieces {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let Some(part) = self.parts.front_mut() else {
+            return Poll::Ready(None);
+        };
+        let piece = part.split_to(part.len().min(PIECE));
+        if part.is_empty() {
+            self.parts.pop_front();
+        }
+        self.len -= piece.len() as u64;
+        Poll::Ready(Some(Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len)
+    }
 }

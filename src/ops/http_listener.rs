@@ -1,17 +1,25 @@
 //! The operator's HTTP port's connections, held to bounds of their own: at most [`MAX_CONNECTIONS`] at once
-//! (more are closed as they are accepted), each closed [`LIFETIME`] after its accept. Without them, 1,128
+//! and [`PER_SOURCE`] from one address (more are closed as they are accepted), a request's header within
+//! [`HEADER_READ`] (also the longest wait for the next request on a kept connection), a reply taken within
+//! [`WRITE_STALL`], and each connection closed [`LIFETIME`] after its accept. Without them, 1,128
 //! connections trickling a header byte every 5 s took every file descriptor of the process, and new
-//! remoting connections were no longer accepted (issue 44); a scraper's keep-alive connection is simply
-//! opened again.
+//! remoting connections were no longer accepted (issue 44); a scraper's connection is simply opened again.
+//!
+//! The port is served where [`serve`] runs: the server runs it on the work lane, off the runtimes that
+//! accept remoting connections and answer lookups.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
@@ -19,69 +27,127 @@ use crate::ops::metrics::Metrics;
 
 /// HTTP connections open at once: Prometheus and a few operators' tools need a handful.
 pub const MAX_CONNECTIONS: usize = 64;
+/// HTTP connections from one address at once, so that one host cannot take every place from the others.
+pub const PER_SOURCE: usize = 16;
+/// How long a request's header may take to arrive, counted from when the connection is ready for it.
+pub const HEADER_READ: Duration = Duration::from_secs(10);
+/// How long a reply may wait for its peer to take any of it.
+pub const WRITE_STALL: Duration = Duration::from_secs(20);
+/// What a connection buffers at most each way: a request's header must fit (an operator's tools send a few
+/// hundred bytes), and a reply is handed to the socket this much at a time.
+pub const BUFFER: usize = 16 * 1024;
 /// How long an HTTP connection may stay open, however it is used.
 pub const LIFETIME: Duration = Duration::from_secs(60);
 
-/// The HTTP port's listener, for `axum::serve`.
-pub struct Bounded {
-    listener: TcpListener,
-    places: Arc<Semaphore>,
-    metrics: Arc<Metrics>,
-}
-
-impl Bounded {
-    /// Counts in `metrics` the connections closed at their accept for want of a place.
-    pub fn new(listener: TcpListener, metrics: Arc<Metrics>) -> Bounded {
-        Bounded { listener, places: Arc::new(Semaphore::new(MAX_CONNECTIONS)), metrics }
+/// Serves `router` on `listener` until the task is aborted; a connection's task ends within [`LIFETIME`].
+pub async fn serve(listener: TcpListener, router: axum::Router, metrics: Arc<Metrics>) {
+    let places = Places::new();
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                crate::limits::throttle::after_failed_accept("metrics", &e).await;
+                continue;
+            }
+        };
+        let Some(place) = places.take(addr.ip()) else {
+            metrics.http_connections_refused.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            continue;
+        };
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let io = TokioIo::new(Held::new(stream, place));
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new()).header_read_timeout(HEADER_READ).max_buf_size(BUFFER);
+            // How a connection ended is the client's business: its end is its own.
+            let _ = http.serve_connection(io, service).await;
+        });
     }
 }
 
-impl axum::serve::Listener for Bounded {
-    type Io = Held<TcpStream>;
-    type Addr = std::net::SocketAddr;
+/// The port's places: [`MAX_CONNECTIONS`] in all, [`PER_SOURCE`] an address.
+struct Places {
+    all: Arc<Semaphore>,
+    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let (stream, addr) = match self.listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    crate::limits::throttle::after_failed_accept("metrics", &e).await;
-                    continue;
-                }
-            };
-            match self.places.clone().try_acquire_owned() {
-                Ok(place) => return (Held::new(stream, place), addr),
-                Err(_) => {
-                    self.metrics.http_connections_refused.fetch_add(1, Ordering::Relaxed);
-                    drop(stream);
-                }
+/// A connection's place, given back when dropped.
+pub struct Place {
+    _all: OwnedSemaphorePermit,
+    source: IpAddr,
+    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Places {
+    fn new() -> Places {
+        Places { all: Arc::new(Semaphore::new(MAX_CONNECTIONS)), sources: Arc::default() }
+    }
+
+    fn take(&self, source: IpAddr) -> Option<Place> {
+        let all = self.all.clone().try_acquire_owned().ok()?;
+        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = sources.entry(source).or_default();
+        if *held >= PER_SOURCE {
+            return None;
+        }
+        *held += 1;
+        Some(Place { _all: all, source, sources: self.sources.clone() })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = sources.get_mut(&self.source) {
+            *held -= 1;
+            if *held == 0 {
+                sources.remove(&self.source);
             }
         }
     }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.listener.local_addr()
-    }
 }
 
-/// A connection with its place, which it gives back when dropped, and its end of life: reads fail once
-/// [`LIFETIME`] has passed, and the server closes it.
+/// A connection with its place, which it gives back when dropped: reads and writes fail once [`LIFETIME`]
+/// has passed, and writes once one has waited [`WRITE_STALL`] for its peer; the server then closes it.
 pub struct Held<S> {
     stream: S,
-    _place: OwnedSemaphorePermit,
+    _place: Place,
     ends: Pin<Box<Sleep>>,
+    stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl<S> Held<S> {
-    pub fn new(stream: S, place: OwnedSemaphorePermit) -> Held<S> {
-        Held { stream, _place: place, ends: Box::pin(tokio::time::sleep(LIFETIME)) }
+    pub fn new(stream: S, place: Place) -> Held<S> {
+        Held { stream, _place: place, ends: Box::pin(tokio::time::sleep(LIFETIME)), stalled: None }
     }
+
+    fn ended(&mut self, cx: &mut Context<'_>) -> bool {
+        self.ends.as_mut().poll(cx).is_ready()
+    }
+
+    /// A write's outcome, failed once writes have waited [`WRITE_STALL`] without their peer taking a byte.
+    fn unless_stalled<T>(&mut self, cx: &mut Context<'_>, wrote: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if wrote.is_ready() {
+            self.stalled = None;
+            return wrote;
+        }
+        let stalled = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_STALL)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(std::io::ErrorKind::TimedOut.into()));
+        }
+        Poll::Pending
+    }
+}
+
+fn timed_out<T>() -> Poll<std::io::Result<T>> {
+    Poll::Ready(Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        if self.ends.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Err(std::io::ErrorKind::TimedOut.into()));
+        if self.ended(cx) {
+            return timed_out();
         }
         Pin::new(&mut self.stream).poll_read(cx, buf)
     }
@@ -89,14 +155,34 @@ impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Held<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        if self.ends.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Err(std::io::ErrorKind::TimedOut.into()));
+        if self.ended(cx) {
+            return timed_out();
         }
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let wrote = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.unless_stalled(cx, wrote)
+    }
+
+    /// Vectored, so that hyper writes a large body from the route table's shared bytes rather than copying
+    /// it into a buffer of its own.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.ended(cx) {
+            return timed_out();
+        }
+        let wrote = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.unless_stalled(cx, wrote)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        let flushed = Pin::new(&mut self.stream).poll_flush(cx);
+        self.unless_stalled(cx, flushed)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -109,13 +195,17 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    fn place(places: &Places) -> Place {
+        places.take(IpAddr::from([127, 0, 0, 1])).expect("a place")
+    }
+
     /// A connection that sends nothing, or a byte now and then, is closed at the end of its life.
     #[tokio::test(start_paused = true)]
     async fn a_connection_ends_at_its_lifetime() {
-        let places = Arc::new(Semaphore::new(1));
+        let places = Places::new();
         let (ours, mut theirs) = tokio::io::duplex(64);
-        let mut held = Held::new(ours, places.clone().try_acquire_owned().unwrap());
-        assert_eq!(places.available_permits(), 0);
+        let mut held = Held::new(ours, place(&places));
+        assert_eq!(places.all.available_permits(), MAX_CONNECTIONS - 1);
         theirs.write_all(b"G").await.unwrap();
         let mut byte = [0u8; 1];
         assert_eq!(held.read(&mut byte).await.unwrap(), 1);
@@ -124,6 +214,44 @@ mod tests {
         let ended = ended.expect("ended at its lifetime, not left waiting").unwrap_err();
         assert_eq!(ended.kind(), std::io::ErrorKind::TimedOut);
         drop(held);
-        assert_eq!(places.available_permits(), 1, "its place given back");
+        assert_eq!(places.all.available_permits(), MAX_CONNECTIONS, "its place given back");
+        assert!(places.sources.lock().unwrap().is_empty(), "its address forgotten");
+    }
+
+    /// A peer that takes nothing fails the write that waits for it after WRITE_STALL; one that takes a
+    /// little at a time is waited for.
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_not_taken_fails_its_write() {
+        let places = Places::new();
+        let (ours, mut theirs) = tokio::io::duplex(16);
+        let mut held = Held::new(ours, place(&places));
+        let reader = tokio::spawn(async move {
+            let mut some = [0u8; 8];
+            for _ in 0..3 {
+                tokio::time::sleep(WRITE_STALL / 2).await;
+                theirs.read_exact(&mut some).await.unwrap();
+            }
+            theirs
+        });
+        // 16 bytes fill the pipe; each later 8 wait WRITE_STALL / 2 for the reader.
+        held.write_all(&[0; 40]).await.expect("a slow reader is waited for");
+        let _theirs = reader.await.unwrap();
+        // Well before its lifetime ends (60 s), which would fail it too.
+        let stuck = tokio::time::timeout(WRITE_STALL + Duration::from_secs(1), held.write_all(&[0; 40])).await;
+        let stuck = stuck.expect("the write failed, not left waiting").unwrap_err();
+        assert_eq!(stuck.kind(), std::io::ErrorKind::TimedOut);
+    }
+
+    /// One address holds at most PER_SOURCE places; others still find theirs.
+    #[test]
+    fn one_address_holds_at_most_its_share() {
+        let places = Places::new();
+        let one = IpAddr::from([127, 0, 0, 2]);
+        let held: Vec<Place> = (0..PER_SOURCE).map(|_| places.take(one).expect("its share")).collect();
+        assert!(places.take(one).is_none(), "past its share");
+        let other = places.take(IpAddr::from([127, 0, 0, 3]));
+        assert!(other.is_some(), "another address is served");
+        drop(held);
+        assert!(places.take(one).is_some(), "given back");
     }
 }

@@ -21,7 +21,7 @@ use crate::route::min_broker_id::NoticeReceiver;
 /// made 24 MB of log a cycle), so the lines clip it and go through the client-line rate limit.
 const SHOWN: usize = 128;
 
-const MAX_IN_FLIGHT: usize = 16;
+pub const MAX_IN_FLIGHT: usize = 16;
 /// Java's `connectTimeoutMillis`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Java's `invokeOneway(addr, request, 300)`.
@@ -56,7 +56,7 @@ pub async fn run(mut notices: NoticeReceiver, metrics: Arc<Metrics>) {
                     Err(e) => {
                         // The error's text may quote the address again.
                         let error = e.to_string();
-                        client_log!(warn, broker = %shown(&addr, SHOWN), error = %shown(&error, 2 * SHOWN), "NOTIFY_MIN_BROKER_ID_CHANGE not sent");
+                        client_log!(warn, broker = %shown(&addr, SHOWN), error = %shown(&error, SHOWN), "NOTIFY_MIN_BROKER_ID_CHANGE not sent");
                         metrics.outbound.notices_failed.fetch_add(1, Ordering::Relaxed)
                     }
                 };

@@ -74,6 +74,8 @@ pub struct TopicRoute {
 pub enum TableBody {
     /// GET_BROKER_CLUSTER_INFO (106).
     ClusterInfo,
+    /// The same as standard JSON, a newline after it: the HTTP port's `/cluster`.
+    ClusterInfoStandard,
     /// GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206).
     TopicList,
     /// GET_SYSTEM_TOPIC_LIST_FROM_NS (304).
@@ -100,6 +102,7 @@ const FLAG_UNIT_SUB: i32 = 0x2;
 #[derive(Debug, Default)]
 struct Derived {
     cluster_info: OnceCell<Encoded>,
+    cluster_info_standard: OnceCell<Encoded>,
     topic_list: OnceCell<Encoded>,
     system_topics: OnceCell<Encoded>,
     unit_topics: [OnceCell<Encoded>; 3],
@@ -161,6 +164,7 @@ impl RouteSnapshot {
         let d = &self.derived;
         match body {
             TableBody::ClusterInfo => &d.cluster_info,
+            TableBody::ClusterInfoStandard => &d.cluster_info_standard,
             TableBody::TopicList => &d.topic_list,
             TableBody::SystemTopics => &d.system_topics,
             TableBody::UnitTopics(request::GET_UNIT_TOPIC_LIST) => &d.unit_topics[0],
@@ -174,6 +178,13 @@ impl RouteSnapshot {
     pub fn encode(&self, body: TableBody) -> Encoded {
         match body {
             TableBody::ClusterInfo => Encoded::One(Bytes::from(self.encode_cluster_info())),
+            TableBody::ClusterInfoStandard => {
+                // The wire form has fastjson's bare numeric keys; tools want standard JSON.
+                let wire = self.encode_cluster_info();
+                let mut json = crate::protocol::lenient::quote_bare_keys(&wire).unwrap_or(wire);
+                json.push(b'\n');
+                Encoded::One(Bytes::from(json))
+            }
             TableBody::TopicList => {
                 let mut names: Vec<&str> = Vec::with_capacity(self.topics.len());
                 names.extend(self.topics.keys().map(|k| &**k));

@@ -1,4 +1,5 @@
-//! The connections the server accepted: each admitted under `serverMaxConnections`, given its socket
+//! The connections the server accepted: each admitted under `serverMaxConnections` (or fewer, to fit the
+//! process's file descriptors: `descriptors`), given its socket
 //! options and served on a task of its own, whose slot in the connection gauge and whose brokers are given
 //! back when it ends, however it ends.
 
@@ -11,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 use crate::config::NamesrvConfig;
+use crate::limits::throttle::client_log;
 use crate::net::connection::Connection;
 use crate::net::tls::{Accepted, TlsServer};
 use crate::route::ConnId;
@@ -35,10 +37,10 @@ impl Connections {
     pub(super) fn admit(&mut self, stream: TcpStream, peer: SocketAddr) {
         let state = &self.state;
         let config = state.config.load();
-        let limit = config.server_max_connections;
+        let limit = state.max_connections;
         if state.metrics.connections.load(Ordering::Relaxed).max(0) as u64 >= limit {
             state.metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, limit, "connection limit reached, closing the new connection");
+            client_log!(warn, %peer, limit, "connection limit reached, closing the new connection");
             return;
         }
         let _ = stream.set_nodelay(true);

@@ -2,11 +2,13 @@
 //! until it is stopped and shuts down; `supervised` starts and watches the tasks the routes depend on (the
 //! route writer, the housekeeping, the operator's port); `accept` admits and serves each connection;
 //! `housekeeping` is the periodic work (the expiry scan, the route saver, a closed connection's clean-up);
-//! `upgrade` hands the listening sockets to a new process.
+//! `upgrade` hands the listening sockets to a new process; `descriptors` shares the process's file
+//! descriptors among what holds them.
 //!
 //! The top layer: it may use every other module, and none uses it (the binary and embedders do).
 
 mod accept;
+pub mod descriptors;
 pub mod housekeeping;
 pub mod server;
 mod supervised;

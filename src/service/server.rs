@@ -16,6 +16,7 @@ use crate::processor::acl::AccessControl;
 use crate::processor::route_config;
 use crate::route::{RouteSnapshot, RouteWriter, route_table};
 use crate::service::accept::Connections;
+use crate::service::descriptors::Descriptors;
 use crate::service::supervised::{Supervised, optional};
 use crate::service::upgrade::{HandedOver, Predecessor, UpgradeListener};
 use crate::state::ServerState;
@@ -46,6 +47,8 @@ pub enum StartError {
     Upgrade(#[from] crate::service::upgrade::UpgradeError),
     #[error(transparent)]
     Controller(#[from] crate::controller::ControllerError),
+    #[error(transparent)]
+    Descriptors(#[from] crate::service::descriptors::TooFewDescriptors),
 }
 
 pub struct NameServer {
@@ -123,6 +126,7 @@ impl NameServer {
         listener: TcpListener,
         metrics_listener: Option<TcpListener>,
     ) -> Result<Self, StartError> {
+        let descriptors = Descriptors::of_this_process(&config)?;
         let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
         if let Some(file) = &config_file {
             crate::store::fsutil::remove_stale_temporaries(file);
@@ -155,6 +159,7 @@ impl NameServer {
         let audit_log_path = config.audit_log_path.clone();
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
         let mut state = ServerState::new(routes, shared, kv, config_file);
+        state.max_connections = descriptors.remoting;
         state.access_control = access_control;
         state.audit = Arc::new(crate::ops::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
         let controller = controller.map(|mut c| {

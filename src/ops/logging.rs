@@ -1,0 +1,307 @@
+//! The process's own log (stderr): every line rocketns or a library in it writes is held here to a length
+//! and a rate, whatever its call site did.
+//!
+//! Call sites that quote a client clip what they quote (`crate::error::shown`) and take a turn of
+//! `client_log!`'s rate; this is the floor under them, for the call site that forgets and for the
+//! libraries' own lines (openraft logged 443,000 lines in 2 minutes on a node a forged snapshot had broken,
+//! issue 43). Every field of a line, its message included, is cut at [`FIELD_MAX`] bytes and has its
+//! control characters escaped, so that a value can neither make a line long nor start a line of its own;
+//! and at most [`LINES_PER_SECOND`] lines a second are written ([`LINES_AT_ONCE`] at once), the rest
+//! counted (`rocketns_log_lines_dropped_total`) before they are formatted.
+
+use std::fmt::{self, Write as _};
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::field::{MakeVisitor, RecordFields, VisitOutput};
+use tracing_subscriber::fmt::format::{DefaultFields, Writer};
+use tracing_subscriber::fmt::time::{FormatTime as _, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::limits::throttle::LineBudget;
+
+/// The most of one field's value a line keeps. The audit log's lines, written here without
+/// `auditLogPath`, are held by `audit.rs` to about 6 KiB and fit.
+pub const FIELD_MAX: usize = 8 * 1024;
+/// Log lines a second on average, all of them together; what a client causes has 50 of them
+/// (`client_log!`). A quiet server writes a few a minute.
+pub const LINES_PER_SECOND: u32 = 200;
+/// Log lines at once, beyond the rate.
+pub const LINES_AT_ONCE: u32 = 2_000;
+/// What a cut value ends with.
+const CUT: &str = "...(cut)";
+
+/// Every line's turn, for the metrics.
+pub fn lines() -> &'static LineBudget {
+    static LINES: std::sync::OnceLock<LineBudget> = std::sync::OnceLock::new();
+    LINES.get_or_init(|| LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE))
+}
+
+/// Starts the process's log on stderr, as text or (`logFormat=json`) one JSON object a line; `RUST_LOG`
+/// filters it (default `info`).
+pub fn init(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let subscriber = subscriber(json, ansi, std::io::stderr, lines()).with(filter);
+    if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
+        eprintln!("rocketns: logging not started: {e}");
+    }
+}
+
+use tracing_subscriber::layer::SubscriberExt as _;
+
+/// The log's subscriber, writing to `writer` within `budget`.
+pub fn subscriber<W>(
+    json: bool,
+    ansi: bool,
+    writer: W,
+    budget: &'static LineBudget,
+) -> Box<dyn Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt().with_writer(writer).with_ansi(ansi);
+    if json {
+        Box::new(builder.event_format(Budgeted { budget, format: JsonLine }).finish())
+    } else {
+        let format = tracing_subscriber::fmt::format().with_ansi(ansi);
+        Box::new(builder.fmt_fields(ClippedFields).event_format(Budgeted { budget, format }).finish())
+    }
+}
+
+/// A line format that writes nothing (and formats nothing) once the budget has no turn left.
+struct Budgeted<F> {
+    budget: &'static LineBudget,
+    format: F,
+}
+
+impl<S, N, F> FormatEvent<S, N> for Budgeted<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'w> FormatFields<'w> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        if !self.budget.allow() {
+            return Ok(());
+        }
+        self.format.format_event(ctx, writer, event)
+    }
+}
+
+/// tracing-subscriber's text fields, each value cut and escaped first.
+struct ClippedFields;
+
+impl<'w> FormatFields<'w> for ClippedFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut inner = DefaultFields::new().make_visitor(writer);
+        fields.record(&mut Clipping { inner: &mut inner });
+        inner.finish()
+    }
+}
+
+/// Hands another visitor each value as at most [`FIELD_MAX`] bytes of text, control characters escaped.
+struct Clipping<'a> {
+    inner: &'a mut dyn Visit,
+}
+
+impl Visit for Clipping<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let text = clipped(format_args!("{value:?}"), true);
+        self.inner.record_debug(field, &format_args!("{text}"));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.record_debug(field, &format_args!("{value}"));
+        } else {
+            // Text is shown quoted (Debug), as tracing-subscriber shows it.
+            self.record_debug(field, &value);
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.inner.record_i64(field, value);
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.inner.record_u64(field, value);
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.inner.record_f64(field, value);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.inner.record_bool(field, value);
+    }
+}
+
+/// At most [`FIELD_MAX`] bytes of `value` formatted, ending in [`CUT`] where it was cut; formatting stops
+/// there, so a long value costs no more than a short one. With `escape`, control characters are written
+/// as Rust escapes (`\n`), so that nothing a client sent starts a line.
+fn clipped(value: fmt::Arguments<'_>, escape: bool) -> String {
+    let mut clip = Clip { text: String::new(), escape, cut: false };
+    if clip.write_fmt(value).is_err() && clip.cut {
+        clip.text.push_str(CUT);
+    }
+    clip.text
+}
+
+struct Clip {
+    text: String,
+    escape: bool,
+    cut: bool,
+}
+
+impl fmt::Write for Clip {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            let before = self.text.len();
+            if self.escape && c.is_control() {
+                write!(self.text, "{}", c.escape_default())?;
+            } else {
+                self.text.push(c);
+            }
+            if self.text.len() > FIELD_MAX {
+                self.text.truncate(before);
+                self.cut = true;
+                return Err(fmt::Error);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One JSON object a line: `timestamp`, `level`, `target` and the event's fields, each cut (JSON escapes
+/// control characters itself).
+struct JsonLine;
+
+impl<S, N> FormatEvent<S, N> for JsonLine
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'w> FormatFields<'w> + 'static,
+{
+    fn format_event(&self, _: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let mut line = Map::new();
+        let mut time = String::new();
+        SystemTime.format_time(&mut Writer::new(&mut time))?;
+        line.insert("timestamp".into(), Value::from(time));
+        line.insert("level".into(), Value::from(event.metadata().level().as_str()));
+        event.record(&mut JsonFields(&mut line));
+        line.insert("target".into(), Value::from(event.metadata().target()));
+        writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+struct JsonFields<'a>(&'a mut Map<String, Value>);
+
+impl Visit for JsonFields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().into(), Value::from(clipped(format_args!("{value:?}"), false)));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record_debug(field, &format_args!("{value}"));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), Value::from(value));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), Value::from(value));
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().into(), Value::from(value));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), Value::from(value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// What the subscriber wrote, shared with the test.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn logged(json: bool, budget: &'static LineBudget, log: impl FnOnce()) -> String {
+        let written = Written::default();
+        let sink = written.clone();
+        tracing::subscriber::with_default(subscriber(json, false, move || sink.clone(), budget), log);
+        String::from_utf8(written.0.lock().unwrap().clone()).unwrap()
+    }
+
+    fn budget() -> &'static LineBudget {
+        Box::leak(Box::new(LineBudget::new(LINES_PER_SECOND, LINES_AT_ONCE)))
+    }
+
+    /// A call site that forgets to clip: its line keeps FIELD_MAX of the value, on one line.
+    #[test]
+    fn a_long_value_is_cut_and_cannot_start_a_line() {
+        let long = format!("{}\n2026-12-06T00:00:00Z  INFO forged: line\n", "a".repeat(1 << 20));
+        for json in [false, true] {
+            let out = logged(json, budget(), || {
+                tracing::warn!(addr = %long, quoted = long.as_str(), "{long}");
+                tracing::warn!(short = "x\ny", "fine");
+            });
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines.len(), 2, "json {json}: {}", &out[..200]);
+            assert!(lines[0].len() < 3 * FIELD_MAX + 200, "json {json}: a line of {} bytes", lines[0].len());
+            assert_eq!(lines[0].matches(CUT).count(), 3, "json {json}");
+            if json {
+                let line: Value = serde_json::from_str(lines[0]).unwrap();
+                assert!(line["addr"].as_str().unwrap().len() <= FIELD_MAX + CUT.len());
+                assert_eq!(serde_json::from_str::<Value>(lines[1]).unwrap()["short"], "x\ny");
+            } else {
+                assert!(lines[1].contains(r#"short="x\ny""#), "{}", lines[1]);
+            }
+        }
+    }
+
+    /// Short values are written as tracing-subscriber writes them.
+    #[test]
+    fn short_values_are_kept() {
+        let out = logged(false, budget(), || tracing::info!(brokers = 3, addr = %"10.0.0.1:10911", "registered"));
+        assert!(out.ends_with("registered brokers=3 addr=10.0.0.1:10911\n"), "{out}");
+        let out = logged(true, budget(), || tracing::info!(brokers = 3, addr = %"10.0.0.1:10911", "registered"));
+        let line: Value = serde_json::from_str(out.trim_end()).unwrap();
+        assert_eq!((line["brokers"].as_u64(), line["addr"].as_str()), (Some(3), Some("10.0.0.1:10911")));
+        assert_eq!((line["level"].as_str(), line["message"].as_str()), (Some("INFO"), Some("registered")));
+        assert!(line["target"].as_str().unwrap().starts_with("rocketns"));
+    }
+
+    /// Past the lines at once, lines are counted, not written.
+    #[test]
+    fn lines_past_the_budget_are_counted_not_written() {
+        let budget = budget();
+        let out = logged(false, budget, || {
+            for i in 0..LINES_AT_ONCE + 500 {
+                tracing::warn!(i, "flood");
+            }
+        });
+        let written = out.lines().count() as u64;
+        assert!((u64::from(LINES_AT_ONCE)..u64::from(LINES_AT_ONCE) + 10).contains(&written), "{written}");
+        let dropped = budget.dropped.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(written + dropped, u64::from(LINES_AT_ONCE) + 500);
+    }
+}

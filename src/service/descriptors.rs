@@ -1,0 +1,139 @@
+//! File descriptors as a budget: every kind of input that holds one has a cap of its own, and their sum,
+//! with a reserve for the server's own files, fits the process's limit (`RLIMIT_NOFILE`). Where it does
+//! not, `serverMaxConnections` is lowered to fit at start, and the log says so: remoting connections are
+//! refused at their cap (accepted and closed, which needs a descriptor for a moment, also reserved), and
+//! nothing else (the HTTP port, the controller's port, the 905 notifier's sends) can take the descriptors
+//! that remoting accepts, the route file or the KV store need. Before, 1,128 HTTP connections took every
+//! descriptor of a process whose limit was 1,024 and remoting accepts failed (issue 44).
+
+use crate::config::NamesrvConfig;
+
+/// The server's own files and the descriptors its runtime keeps: the KV store, the config and route
+/// files and their temporaries, the audit log, stdio, each runtime's epoll and wake-up descriptors
+/// (a few a core), the upgrade socket, the address server's and the product environment's connections.
+pub const OWN_FILES: u64 = 64;
+/// Descriptors a core's runtimes keep beyond [`OWN_FILES`].
+pub const PER_CORE: u64 = 4;
+/// Remoting connections accepted beyond `serverMaxConnections` at once, to be closed: each holds a
+/// descriptor until it is.
+pub const REFUSALS: u64 = 16;
+/// The fewest remoting connections a server is started with.
+pub const MIN_CONNECTIONS: u64 = 64;
+
+/// What each kind may hold, by the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Descriptors {
+    /// The process's limit, as read at start.
+    pub limit: u64,
+    /// Remoting connections at most: `serverMaxConnections`, or less to fit.
+    pub remoting: u64,
+    /// Everything else: own files, the HTTP port, the controller, outbound sends, refusals.
+    pub others: u64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "the process may open {limit} files (RLIMIT_NOFILE), fewer than the {need} this configuration needs with \
+     {MIN_CONNECTIONS} remoting connections: raise the limit (ulimit -n, LimitNOFILE=) or turn off what it does not use"
+)]
+pub struct TooFewDescriptors {
+    pub limit: u64,
+    pub need: u64,
+}
+
+impl Descriptors {
+    /// How `limit` descriptors are shared under `config` on `cores` cores.
+    pub fn fit(config: &NamesrvConfig, limit: u64, cores: usize) -> Result<Descriptors, TooFewDescriptors> {
+        let mut others = OWN_FILES + PER_CORE * cores as u64 + REFUSALS;
+        if config.metrics_port != 0 {
+            others += crate::ops::http_listener::MAX_CONNECTIONS as u64 + 1;
+        }
+        if config.notify_min_broker_id_changed {
+            others += crate::outbound::notify::MAX_IN_FLIGHT as u64;
+        }
+        if config.enable_controller_in_namesrv {
+            let peers = config.controller_dleger_peers.split(';').filter(|p| !p.trim().is_empty()).count();
+            others += crate::controller::descriptors(peers);
+        }
+        let room = limit.saturating_sub(others);
+        if room < MIN_CONNECTIONS {
+            return Err(TooFewDescriptors { limit, need: others + MIN_CONNECTIONS });
+        }
+        Ok(Descriptors { limit, remoting: config.server_max_connections.min(room), others })
+    }
+}
+
+impl Descriptors {
+    /// [`Descriptors::fit`] with this process's limit and cores, saying so in the log when
+    /// `serverMaxConnections` is lowered.
+    pub fn of_this_process(config: &NamesrvConfig) -> Result<Descriptors, TooFewDescriptors> {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let fits = Descriptors::fit(config, current_limit(), cores)?;
+        if fits.remoting < config.server_max_connections {
+            tracing::warn!(
+                open_files = fits.limit,
+                held_by_others = fits.others,
+                "serverMaxConnections={} lowered to {}: the process may open {} files (raise ulimit -n or LimitNOFILE=)",
+                config.server_max_connections,
+                fits.remoting,
+                fits.limit
+            );
+        }
+        Ok(fits)
+    }
+}
+
+/// Raises the process's soft limit of open files to its hard limit, as the JVM does at start
+/// (`-XX:+MaxFDLimit`), and returns it: the budget is shared out of what the process may have.
+pub fn raise_limit() -> std::io::Result<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        setrlimit(Resource::Nofile, limit)?;
+    }
+    Ok(current_limit())
+}
+
+/// The process's soft limit of open files now (no limit reads as `u64::MAX`).
+pub fn current_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> NamesrvConfig {
+        let mut config = NamesrvConfig::default();
+        for line in extra.lines() {
+            let (key, value) = line.split_once('=').unwrap();
+            config.set(key, value).unwrap();
+        }
+        config
+    }
+
+    /// The shipped unit's limit fits the defaults; a 1,024 limit lowers serverMaxConnections to what is
+    /// left once the HTTP port, the notifier and the server's own files have theirs.
+    #[test]
+    fn remoting_connections_get_what_the_others_leave() {
+        let fits = Descriptors::fit(&config(""), 65_536, 2).unwrap();
+        assert_eq!(fits.remoting, 50_000);
+        let all = config("metricsPort=9877\nnotifyMinBrokerIdChanged=true");
+        let small = Descriptors::fit(&all, 1_024, 2).unwrap();
+        assert_eq!(small.others, OWN_FILES + 2 * PER_CORE + REFUSALS + 65 + 16);
+        assert_eq!(small.remoting + small.others, 1_024);
+        let held = config("serverMaxConnections=500");
+        assert_eq!(Descriptors::fit(&held, 1_024, 2).unwrap().remoting, 500);
+    }
+
+    /// A limit that leaves too few remoting connections stops the start, saying what it needs.
+    #[test]
+    fn too_small_a_limit_is_refused() {
+        let controller = config("enableControllerInNamesrv=true");
+        let refused = Descriptors::fit(&controller, 1_024, 2).unwrap_err();
+        assert!(refused.need > 1_024, "{refused}");
+        assert!(refused.to_string().contains("RLIMIT_NOFILE"), "{refused}");
+        assert!(Descriptors::fit(&controller, 4_096, 2).is_ok());
+    }
+}
