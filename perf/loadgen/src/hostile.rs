@@ -47,7 +47,7 @@ pub struct HostileArgs {
     /// rocketns's metrics port: its pools' sizes (for the bound) and its own counts are read at the end.
     #[arg(long)]
     metrics_port: Option<u16>,
-    /// Hostile connections of each of the seven kinds.
+    /// Hostile connections of each kind.
     #[arg(long, default_value_t = 150)]
     per_kind: usize,
     /// Seconds of quiet lookups before the attack (the baseline), and of the attack.
@@ -68,7 +68,8 @@ pub struct HostileArgs {
     /// fast as the server answers would leave the attackers, on the same core, no CPU at all.
     #[arg(long, default_value_t = 20_000)]
     lookup_rate: u64,
-    /// The kinds of hostile connection to open, comma-separated (all seven by default).
+    /// The kinds of hostile connection to open, comma-separated (by default all of them; the `http-` kinds
+    /// only with `--metrics-port`).
     #[arg(long, value_delimiter = ',')]
     kinds: Vec<String>,
     /// New connections a second of the churn kind, all its connections together (0: as fast as they can).
@@ -80,7 +81,21 @@ pub struct HostileArgs {
     churn_addr: Option<String>,
 }
 
-const KINDS: [&str; 7] = ["trickle-registered", "trickle", "zlib", "admin", "slow-reader", "audit", "churn"];
+/// The remoting port's kinds, then `hostile_ports`'s.
+const KINDS: [&str; 12] = [
+    "trickle-registered",
+    "trickle",
+    "zlib",
+    "admin",
+    "slow-reader",
+    "audit",
+    "churn",
+    "long-address",
+    "config-flood",
+    "http-trickle",
+    "http-nonreader",
+    "http-cluster",
+];
 
 /// What one kind of hostile connection got.
 #[derive(Default)]
@@ -107,6 +122,8 @@ struct Frames {
     slow: Vec<u8>,
     audit: Vec<u8>,
     lookup: Vec<u8>,
+    /// Where `long-address` slaves wait for their notices.
+    blackhole: Option<std::net::SocketAddr>,
 }
 
 impl Frames {
@@ -142,6 +159,7 @@ impl Frames {
             slow,
             audit: encode(&audited).to_vec(),
             lookup: encode(&lookup("t0-0")).to_vec(),
+            blackhole: None,
         }
     }
 }
@@ -178,7 +196,8 @@ async fn hostile(
     while Instant::now() < end {
         tokio::time::sleep_until(next).await;
         next += pace;
-        let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr)).await else {
+        let connect = crate::hostile_ports::connect(KINDS[kind], &addr);
+        let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(5), connect).await else {
             add(&counts.connect_failed);
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
@@ -245,12 +264,13 @@ async fn session(
             s.write_all(&frames.audit).await?;
             reply(read_reply(s).await?);
         },
-        _ => {
+        "churn" => {
             s.write_all(&frames.lookup).await?;
             reply(read_reply(s).await?);
             let _ = end;
             Ok(())
         }
+        other => crate::hostile_ports::session(other, n, s, frames.blackhole, reply).await,
     }
 }
 
@@ -312,7 +332,54 @@ struct LookupStats {
     quiet: hdrhistogram::Histogram<u64>,
     attack: hdrhistogram::Histogram<u64>,
     failed: u64,
+    /// Each lookup on a new connection, its connect included.
+    fresh: bool,
 }
+
+type BoxedStats = std::pin::Pin<Box<dyn std::future::Future<Output = LookupStats> + Send>>;
+
+/// A new connection every [`FRESH_EVERY`], one lookup on it, then closed: what a client that has just
+/// started, or a new NameServer address, gets while the fleet holds every other kind of input.
+async fn fresh_lookups(addr: String, real_topics: usize, attack_from: Instant, end: Instant) -> LookupStats {
+    let mut stats = LookupStats { quiet: new_histogram(), attack: new_histogram(), failed: 0, fresh: true };
+    let mut next = Instant::now();
+    let mut i = 0usize;
+    while Instant::now() < end {
+        tokio::time::sleep_until(next).await;
+        next += FRESH_EVERY;
+        i += 1;
+        let topic = format!("t{}-{}", i % 4, i % if i.is_multiple_of(4) { real_topics } else { 100 });
+        let asked = Instant::now();
+        let answered = async {
+            let mut s = TcpStream::connect(&addr).await?;
+            s.write_all(&encode(&lookup(&topic))).await?;
+            read_reply(&mut s).await
+        };
+        match tokio::time::timeout(Duration::from_secs(10), answered).await {
+            Ok(Ok(r)) if r.code == 0 => {
+                let h = if asked < attack_from { &mut stats.quiet } else { &mut stats.attack };
+                let _ = h.record((asked.elapsed().as_nanos() as u64).max(1_000));
+            }
+            _ => stats.failed += 1,
+        }
+    }
+    stats
+}
+
+/// A histogram's count and quantiles, as the report's JSON has them.
+fn stats_json(h: &hdrhistogram::Histogram<u64>) -> String {
+    format!(
+        r#"{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}}"#,
+        h.len(),
+        ms(h, 0.5),
+        ms(h, 0.99),
+        ms(h, 0.999),
+        h.max() as f64 / 1e6
+    )
+}
+
+/// How often `fresh_lookups` opens a connection.
+const FRESH_EVERY: Duration = Duration::from_millis(20);
 
 async fn lookups(
     (addr, seed, pace): (String, u64, Duration),
@@ -320,7 +387,7 @@ async fn lookups(
     attack_from: Instant,
     end: Instant,
 ) -> LookupStats {
-    let mut stats = LookupStats { quiet: new_histogram(), attack: new_histogram(), failed: 0 };
+    let mut stats = LookupStats { quiet: new_histogram(), attack: new_histogram(), failed: 0, fresh: false };
     let mut i = seed;
     let topic = || {
         i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -354,11 +421,30 @@ const PER_CONNECTION: u64 = 96 * 1024;
 /// What the two whole-table encodes at once and a save of the route file hold, per topic of the table (the
 /// save's 48 bytes a distinct queue list counted as if each topic had its own).
 const TABLE_PER_TOPIC: u64 = 2 * 48 + 16 + 48;
+/// With `notifyMinBrokerIdChanged` and the HTTP port, their terms of the sum: the 905 notices' queue, and
+/// 64 HTTP connections of 48 KiB each (counted whether or not they are on).
+const NOTICES_AND_HTTP: u64 = (4 << 20) + 64 * 48 * 1024;
 /// The audit queue's bytes, and the route file's write buffer.
 const AUDIT_QUEUE_AND_SAVE: u64 = (4 << 20) + (64 << 10);
 
 pub async fn run(args: HostileArgs) -> i32 {
-    let frames = Arc::new(Frames::new());
+    let chosen = |kind: &str| {
+        let wanted = args.kinds.is_empty() || args.kinds.iter().any(|k| k == kind);
+        wanted && (args.metrics_port.is_some() || !kind.starts_with("http-"))
+    };
+    let mut frames = Frames::new();
+    let blackhole = match chosen("long-address") {
+        true => match crate::hostile_ports::Blackhole::open().await {
+            Ok(hole) => Some(hole),
+            Err(e) => {
+                eprintln!("hostile: no blackhole for long-address ({e})");
+                return 2;
+            }
+        },
+        false => None,
+    };
+    frames.blackhole = blackhole.as_ref().map(|hole| hole.addr);
+    let frames = Arc::new(frames);
     let mut real = Vec::new();
     for (b, topics) in [args.real_topics, 100, 100, 100].into_iter().enumerate() {
         match real_broker(&args.addr, b, topics).await {
@@ -379,8 +465,13 @@ pub async fn run(args: HostileArgs) -> i32 {
         .collect();
     let (addr, count, real_topics) = (args.addr.clone(), args.lookups, args.real_topics);
     let pace = Duration::from_secs_f64(count as f64 / args.lookup_rate.max(1) as f64);
-    let lookup_thread =
-        lookup_thread(count, None, move |i| lookups((addr.clone(), i as u64 + 1, pace), real_topics, attack_from, end));
+    // One more task than the settled connections: lookups each on a new connection (`fresh_lookups`).
+    let lookup_thread = lookup_thread(count + 1, None, move |i| -> BoxedStats {
+        match i == count {
+            true => Box::pin(fresh_lookups(addr.clone(), real_topics, attack_from, end)),
+            false => Box::pin(lookups((addr.clone(), i as u64 + 1, pace), real_topics, attack_from, end)),
+        }
+    });
     tokio::time::sleep_until(attack_from).await;
     // The quiet resident set holds the route table; the peak is the attack's own from here.
     let quiet_rss = args.server_pid.and_then(rss).map_or(0, |r| r.0);
@@ -389,7 +480,6 @@ pub async fn run(args: HostileArgs) -> i32 {
     }
     let counts: Vec<Arc<KindCounts>> = KINDS.iter().map(|_| Arc::default()).collect();
     let mut attackers = Vec::new();
-    let chosen = |kind: &str| args.kinds.is_empty() || args.kinds.iter().any(|k| k == kind);
     for (kind, kind_counts) in counts.iter().enumerate() {
         if !chosen(KINDS[kind]) {
             continue;
@@ -397,7 +487,11 @@ pub async fn run(args: HostileArgs) -> i32 {
         let churn = KINDS[kind] == "churn" && args.churn_rate > 0;
         let pace =
             if churn { Duration::from_secs_f64(args.per_kind as f64 / args.churn_rate as f64) } else { Duration::ZERO };
-        let addr = if churn { args.churn_addr.clone().unwrap_or_else(|| args.addr.clone()) } else { args.addr.clone() };
+        let addr = match (churn, args.metrics_port) {
+            (true, _) => args.churn_addr.clone().unwrap_or_else(|| args.addr.clone()),
+            (false, Some(port)) if KINDS[kind].starts_with("http-") => format!("127.0.0.1:{port}"),
+            _ => args.addr.clone(),
+        };
         let (per_kind, frames, kind_counts) = (args.per_kind, frames.clone(), kind_counts.clone());
         attackers.push(std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
@@ -416,13 +510,17 @@ pub async fn run(args: HostileArgs) -> i32 {
     let sampler = PeakRss::start(args.server_pid, Duration::from_millis(50));
     let _ = tokio::task::spawn_blocking(move || attackers.into_iter().for_each(|a| drop(a.join()))).await;
     let peak = sampler.stop();
-    let mut quiet = new_histogram();
-    let mut attack = new_histogram();
-    let mut lookups_failed = 0;
+    let (mut quiet, mut attack) = (new_histogram(), new_histogram());
+    let (mut fresh_quiet, mut fresh_attack) = (new_histogram(), new_histogram());
+    let (mut lookups_failed, mut fresh_failed) = (0, 0);
     for s in tokio::task::spawn_blocking(move || lookup_thread.join().unwrap_or_default()).await.unwrap_or_default() {
-        let _ = quiet.add(&s.quiet);
-        let _ = attack.add(&s.attack);
-        lookups_failed += s.failed;
+        let (q, a, failed) = match s.fresh {
+            true => (&mut fresh_quiet, &mut fresh_attack, &mut fresh_failed),
+            false => (&mut quiet, &mut attack, &mut lookups_failed),
+        };
+        let _ = q.add(&s.quiet);
+        let _ = a.add(&s.attack);
+        *failed += s.failed;
     }
     let mut brokers = Vec::new();
     for r in reregistering {
@@ -456,7 +554,8 @@ pub async fn run(args: HostileArgs) -> i32 {
                 + replies as u64
                 + AUDIT_QUEUE_AND_SAVE
                 + PER_CONNECTION * (hostile_connections + args.lookups as u64 + 8)
-                + TABLE_PER_TOPIC * (args.real_topics as u64 + 300),
+                + TABLE_PER_TOPIC * (args.real_topics as u64 + 300)
+                + NOTICES_AND_HTTP,
         ),
         _ => None,
     };
@@ -472,6 +571,9 @@ pub async fn run(args: HostileArgs) -> i32 {
         bound.map_or("n/a (no metrics port)".to_string(), |b| format!("{:.1} MB", mb(b)))
     );
     for (name, h) in [("quiet", &quiet), ("attack", &attack)] {
+        print_lookups(name, h);
+    }
+    for (name, h) in [("quiet, new connections", &fresh_quiet), ("attack, new connections", &fresh_attack)] {
         print_lookups(name, h);
     }
     let rc = &real_counts;
@@ -511,13 +613,17 @@ pub async fn run(args: HostileArgs) -> i32 {
             "rocketns_registration_bodies_refused_total{reason=\"no_room\"}",
             "rocketns_table_bodies_encoded_total",
             "rocketns_audit_lines_lost_total",
+            "rocketns_client_log_lines_dropped_total",
+            "rocketns_log_lines_dropped_total",
+            "rocketns_http_connections_refused_total",
+            "rocketns_min_broker_id_notices_dropped_total",
         ];
         for name in show {
             println!("  {name} {}", metric(text, name).unwrap_or(f64::NAN));
         }
     }
     println!(
-        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_attack":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_failed":{lookups_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"unanswered":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
+        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_attack":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_failed":{lookups_failed},"fresh_quiet":{},"fresh_attack":{},"fresh_failed":{fresh_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"unanswered":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
         bound.map_or("null".to_string(), |b| b.to_string()),
         quiet.len(),
         ms(&quiet, 0.5),
@@ -529,6 +635,8 @@ pub async fn run(args: HostileArgs) -> i32 {
         ms(&attack, 0.99),
         ms(&attack, 0.999),
         attack.max() as f64 / 1e6,
+        stats_json(&fresh_quiet),
+        stats_json(&fresh_attack),
         load(&rc.sent),
         load(&rc.applied),
         load(&rc.failed),

@@ -26,6 +26,7 @@ mod driver;
 mod echo;
 mod fleet;
 mod hostile;
+mod hostile_ports;
 mod probe;
 mod storm;
 mod wire;

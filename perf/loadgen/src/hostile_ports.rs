@@ -1,0 +1,146 @@
+//! `hostile`'s kinds aimed at the server's other outputs (issue 44), beside the remoting port's:
+//! - `long-address`: registers a slave whose address is either a blackhole (a listener on 127.0.0.1 whose
+//!   accept queue is full, so each 905 notice to it waits its connect timeout) or 261 bytes that cannot be
+//!   reached, then registers and unregisters a master of its group again and again, each change a notice
+//!   (with `notifyMinBrokerIdChanged=true`), its address quoted by the notifier's log lines;
+//! - `config-flood`: UPDATE_NAMESRV_CONFIG with a 15,000-character value, which the server warns about (a
+//!   small frame: a larger one waits for room behind the trickles, as it should);
+//! - `http-trickle`: the HTTP port, a request header a byte a second;
+//! - `http-nonreader`: the HTTP port, `/cluster` asked and never read;
+//! - `http-cluster`: the HTTP port, `/cluster` asked and read, again and again.
+
+use std::time::Duration;
+
+use rocketns::remoting::RemotingCommand;
+use rocketns::testing::wire::request;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::wire::register_request;
+use crate::{encode, read_reply};
+
+/// What every long address is padded with: the log must never show it whole.
+pub const PADDING: &str = "the-whole-address-was-quoted-";
+
+/// A 261-byte broker address (the most a registration takes) no one answers at.
+pub fn long_address(n: usize) -> String {
+    let host = format!("{n}.{}", PADDING.repeat(9));
+    format!("{}:10911", &host[..255])
+}
+
+/// A listener on 127.0.0.1 that never accepts, its accept queue filled: a connection to it waits until its
+/// connect timeout, as one to a host that drops packets does. Kept until dropped.
+pub struct Blackhole {
+    pub addr: std::net::SocketAddr,
+    _listener: tokio::net::TcpListener,
+    _queued: Vec<TcpStream>,
+}
+
+impl Blackhole {
+    pub async fn open() -> std::io::Result<Blackhole> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(([127, 0, 0, 1], 0).into())?;
+        let listener = socket.listen(1)?;
+        let addr = listener.local_addr()?;
+        let mut queued = Vec::new();
+        // Past the queue's length the kernel drops the SYN; these connects then do not complete.
+        for _ in 0..4 {
+            if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await {
+                queued.push(s);
+            }
+        }
+        Ok(Blackhole { addr, _listener: listener, _queued: queued })
+    }
+}
+
+/// Connects to `addr` for a session of `kind`: the `http-` kinds each from an address of their own
+/// (127.0.0.2, .3, .4), so that the port's share of an address (16) goes to each kind, not to the first.
+pub async fn connect(kind: &str, addr: &str) -> std::io::Result<TcpStream> {
+    let source = match kind {
+        "http-trickle" => 2,
+        "http-nonreader" => 3,
+        "http-cluster" => 4,
+        _ => return TcpStream::connect(addr).await,
+    };
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(([127, 0, 0, source], 0).into())?;
+    let to = tokio::net::lookup_host(addr).await?.next().ok_or(std::io::ErrorKind::AddrNotAvailable)?;
+    socket.connect(to).await
+}
+
+/// A session of one of this module's kinds on `s` (the HTTP port's for the `http-` kinds); `Err` when the server
+/// closed it. `reply` counts each remoting reply.
+pub async fn session(
+    kind: &str,
+    n: usize,
+    s: &mut TcpStream,
+    blackhole: Option<std::net::SocketAddr>,
+    mut reply: impl FnMut(RemotingCommand),
+) -> std::io::Result<()> {
+    match kind {
+        "long-address" => {
+            let group = format!("hostile-group-{n}");
+            let slave = match blackhole {
+                Some(addr) if n.is_multiple_of(2) => addr.to_string(),
+                _ => long_address(n),
+            };
+            let topics = ["x".to_string(), "y".to_string()];
+            s.write_all(&encode(&register_request(&group, 1, &slave, &topics, 1, false))).await?;
+            reply(read_reply(s).await?);
+            let master = format!("127.0.0.1:{}", 20_000 + n);
+            for counter in 2.. {
+                s.write_all(&encode(&register_request(&group, 0, &master, &topics, counter, false))).await?;
+                reply(read_reply(s).await?);
+                let fields = [
+                    ("clusterName", "DefaultCluster"),
+                    ("brokerName", group.as_str()),
+                    ("brokerAddr", master.as_str()),
+                    ("brokerId", "0"),
+                ];
+                s.write_all(&encode(&request(104, &fields))).await?;
+                reply(read_reply(s).await?);
+            }
+            Ok(())
+        }
+        "config-flood" => {
+            let mut update = request(318, &[]);
+            update.body = format!("orderMessageEnable=true{}\n", "x".repeat(15_000)).into_bytes().into();
+            loop {
+                s.write_all(&encode(&update)).await?;
+                reply(read_reply(s).await?);
+            }
+        }
+        "http-trickle" => {
+            s.write_all(b"GET /cluster HTTP/1.1\r\nHost: localhost\r\nX-Trickle: ").await?;
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                s.write_all(b"x").await?;
+                if closed(s).await {
+                    return Err(std::io::ErrorKind::ConnectionReset.into());
+                }
+            }
+        }
+        "http-nonreader" => {
+            s.write_all(b"GET /cluster HTTP/1.1\r\nHost: localhost\r\n\r\n").await?;
+            // Never reads; asks again now and then, and finds out so that the server closed it.
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                s.write_all(b"GET /cluster HTTP/1.1\r\nHost: localhost\r\n\r\n").await?;
+            }
+        }
+        _ => {
+            s.write_all(b"GET /cluster HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
+            let mut all = Vec::new();
+            s.read_to_end(&mut all).await?;
+            let ok = all.starts_with(b"HTTP/1.1 200");
+            reply(RemotingCommand::response(if ok { 0 } else { 1 }, None));
+            Ok(())
+        }
+    }
+}
+
+/// Whether the peer has closed `s` (a read that returns at once with nothing).
+async fn closed(s: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(tokio::time::timeout(Duration::from_millis(1), s.read(&mut byte)).await, Ok(Ok(0) | Err(_)))
+}
