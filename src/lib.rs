@@ -6,8 +6,8 @@
 //! [`NameServer::with_lookup_runtime`] over one of the embedder's), and [`NameServer::run`] it until a
 //! shutdown future completes (where it runs, new connections are accepted and served until they settle);
 //! [`server::ServeError`] says why it stopped on its own. The controller alone (`--controller-only`) is
-//! [`Controller::bind`] and [`Controller::run`]; [`logging`] holds the process's log to a length and a rate
-//! and [`descriptors`] raises its open-files limit, as the binary does. That is the whole public API. Everything else is internal
+//! [`Controller::bind`] and [`Controller::run`]; [`logging`] holds the process's log to a length and a rate,
+//! as the binary's. That is the whole public API. Everything else is internal
 //! (public only with the `testing` feature, for this crate's tests, benches, fuzz targets and load
 //! generator), one folder a concern, from the top down (`route`, `remoting` and `protocol`, the lookup
 //! path's data and codec, use nothing of the network, the server's life or what
@@ -33,8 +33,8 @@
 pub mod config;
 
 // The crate's internal modules: private to the crate for an embedder (its API is [`NameServer`],
-// [`NamesrvConfig`], [`Controller`] and the [`config`], [`cores`], [`descriptors`], [`lane`], [`logging`]
-// and [`server`] modules), public
+// [`NamesrvConfig`], [`Controller`] and the [`config`], [`cores`], [`lane`], [`logging`] and [`server`]
+// modules), public
 // with the `testing` feature, for the crate's own tests, benches, fuzz targets and load generator. Each is
 // declared twice, plainly, rather than by a macro: rustfmt does not expand macros, so `cargo fmt` never
 // reached the files a macro declared.
@@ -92,10 +92,10 @@ pub mod store;
 mod store;
 
 // The embedder's API: the threads that answer lookups, the work lane and the server, at the crate's root;
-// the process's log held to a length and a rate, and its file descriptors shared out, as the binary does.
+// the process's log held to a length and a rate, as the binary's.
 pub use net::{cores, lane};
 pub use ops::logging;
-pub use service::{descriptors, server};
+pub use service::server;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

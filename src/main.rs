@@ -62,10 +62,6 @@ fn main() -> ExitCode {
         print!("{}", config.effective().to_properties_text(true));
         return ExitCode::SUCCESS;
     }
-    // As the JVM does: the process's descriptors are shared out of what it may have (service::descriptors).
-    if let Err(e) = rocketns::descriptors::raise_limit() {
-        tracing::warn!(error = %e, "the open-files limit could not be raised to its hard limit");
-    }
     if cli.controller_only {
         return controller_only(&config);
     }

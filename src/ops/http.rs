@@ -96,13 +96,15 @@ async fn cluster(State(p): State<ServerState>) -> Response {
 /// A JSON reply of `parts`, holding room in the replies pool while it is written when it is large.
 async fn json(p: &ServerState, parts: Vec<Bytes>) -> Response {
     let len: usize = parts.iter().map(Bytes::len).sum();
+    let replies = &p.budget.replies;
     let charge = if len <= SMALL_REPLY {
         Charge::default()
+    } else if len > replies.capacity() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the reply is larger than largeReplyBufferBytes\n").into_response();
     } else {
-        match tokio::time::timeout(ROOM_WAIT, p.budget.replies.reserve(len)).await {
-            Ok(charge) if charge.bytes() == len => charge,
-            // Larger than the whole pool, or no room in time.
-            _ => return (StatusCode::SERVICE_UNAVAILABLE, "no room for the reply now\n").into_response(),
+        match tokio::time::timeout(ROOM_WAIT, replies.reserve(len)).await {
+            Ok(charge) => charge,
+            Err(_) => return (StatusCode::SERVICE_UNAVAILABLE, "no room for the reply now\n").into_response(),
         }
     };
     let parts = parts.into_iter().filter(|part| !part.is_empty()).collect();

@@ -18,6 +18,7 @@ use tracing_subscriber::field::{MakeVisitor, RecordFields, VisitOutput};
 use tracing_subscriber::fmt::format::{DefaultFields, Writer};
 use tracing_subscriber::fmt::time::{FormatTime as _, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::limits::throttle::LineBudget;
@@ -50,8 +51,6 @@ pub fn init(json: bool) {
         eprintln!("rocketns: logging not started: {e}");
     }
 }
-
-use tracing_subscriber::layer::SubscriberExt as _;
 
 /// The log's subscriber, writing to `writer` within `budget`.
 pub fn subscriber<W>(

@@ -64,9 +64,12 @@ impl Descriptors {
 }
 
 impl Descriptors {
-    /// [`Descriptors::fit`] with this process's limit and cores, saying so in the log when
-    /// `serverMaxConnections` is lowered.
+    /// [`Descriptors::fit`] with this process's limit, first raised to its hard limit as the JVM raises it
+    /// (`-XX:+MaxFDLimit`), and its cores; the log says when `serverMaxConnections` is lowered.
     pub fn of_this_process(config: &NamesrvConfig) -> Result<Descriptors, TooFewDescriptors> {
+        if let Err(e) = raise_limit() {
+            tracing::warn!(error = %e, "the open-files limit could not be raised to its hard limit");
+        }
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let fits = Descriptors::fit(config, current_limit(), cores)?;
         if fits.remoting < config.server_max_connections {
@@ -83,9 +86,9 @@ impl Descriptors {
     }
 }
 
-/// Raises the process's soft limit of open files to its hard limit, as the JVM does at start
-/// (`-XX:+MaxFDLimit`), and returns it: the budget is shared out of what the process may have.
-pub fn raise_limit() -> std::io::Result<u64> {
+/// Raises the process's soft limit of open files to its hard limit, and returns it: the budget is shared
+/// out of what the process may have.
+fn raise_limit() -> std::io::Result<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current != limit.maximum {
@@ -96,7 +99,7 @@ pub fn raise_limit() -> std::io::Result<u64> {
 }
 
 /// The process's soft limit of open files now (no limit reads as `u64::MAX`).
-pub fn current_limit() -> u64 {
+fn current_limit() -> u64 {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 

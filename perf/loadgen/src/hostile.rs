@@ -196,7 +196,7 @@ async fn hostile(
     while Instant::now() < end {
         tokio::time::sleep_until(next).await;
         next += pace;
-        let connect = crate::hostile_ports::connect(KINDS[kind], &addr);
+        let connect = crate::hostile_ports::connect(KINDS[kind], n, &addr);
         let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(5), connect).await else {
             add(&counts.connect_failed);
             tokio::time::sleep(Duration::from_millis(100)).await;

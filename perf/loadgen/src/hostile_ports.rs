@@ -53,13 +53,14 @@ impl Blackhole {
     }
 }
 
-/// Connects to `addr` for a session of `kind`: the `http-` kinds each from an address of their own
-/// (127.0.0.2, .3, .4), so that the port's share of an address (16) goes to each kind, not to the first.
-pub async fn connect(kind: &str, addr: &str) -> std::io::Result<TcpStream> {
+/// Connects to `addr` for session `n` of `kind`: the `http-` kinds from addresses of their own (tricklers
+/// from 127.0.0.2 and .3, the others from .4 and .5), so that together they can take every place of the
+/// port (16 an address) and each kind still gets its share.
+pub async fn connect(kind: &str, n: usize, addr: &str) -> std::io::Result<TcpStream> {
     let source = match kind {
-        "http-trickle" => 2,
-        "http-nonreader" => 3,
-        "http-cluster" => 4,
+        "http-trickle" => 2 + (n % 2) as u8,
+        "http-nonreader" => 4,
+        "http-cluster" => 5,
         _ => return TcpStream::connect(addr).await,
     };
     let socket = tokio::net::TcpSocket::new_v4()?;
