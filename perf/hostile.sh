@@ -7,7 +7,7 @@
 #                             "rocketns-before", when set) and the Java NameServer 5.3.3 (tests/java/fetch.sh),
 #                             with the JVM options of its shipped bin/runserver.sh (perf/java-runserver.sh)
 #   PER_KIND=150 QUIET=10 DURATION=60 REAL_TOPICS=100000 REREGISTER_MS=30000 CHURN_RATE=1000 LOOKUP_RATE=20000
-#   KINDS=(all seven)
+#   KINDS=(all twelve; the http- kinds only where there is a metrics port: rocketns)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SERVERS=${SERVERS:-rocketns java}
@@ -27,13 +27,13 @@ for server in $SERVERS ${ROCKETNS_BEFORE:+rocketns-before}; do
         rocketns | rocketns-before)
             binary=$ROCKETNS
             [ "$server" = rocketns-before ] && binary=$ROCKETNS_BEFORE
-            printf 'bindAddress=127.0.0.1\nlistenPort=%s\nmetricsPort=%s\nkvConfigPath=%s/kv-%s.json\nwarmRestart=false\n' \
+            printf 'bindAddress=127.0.0.1\nlistenPort=%s\nmetricsPort=%s\nkvConfigPath=%s/kv-%s.json\nwarmRestart=false\nnotifyMinBrokerIdChanged=true\n' \
                 "$port" "$((port + 1))" "$work" "$port" > "$work/ns.properties"
             cmd=(env RUST_LOG=warn "$binary" -c "$work/ns.properties")
             metrics=(--metrics-port "$((port + 1))") ;;
         java)
             jars=$(bash tests/java/fetch.sh 5.3.3)
-            printf 'listenPort=%s\n' "$port" > "$work/java.properties"
+            printf 'listenPort=%s\nnotifyMinBrokerIdChanged=true\n' "$port" > "$work/java.properties"
             # shellcheck disable=SC2206
             cmd=(env ROCKETMQ_HOME="$work" java $JAVA_RUNSERVER_OPTS -Duser.home="$work/java-home" -cp "$jars/*"
                 org.apache.rocketmq.namesrv.NamesrvStartup -c "$work/java.properties") ;;

@@ -4,16 +4,16 @@
 # once in test mode, rocketns against the recorded replies of the Java NameServer), the operators' kit
 # (tests/ops: the Debian package and its systemd unit installed and run, the Prometheus rules and Grafana
 # dashboard against a real Prometheus, upgrades under a client fleet), a few seconds of each fuzz target
-# (tests/fuzz-smoke.sh), real third-party RocketMQ software against rocketns (tests/interop/run.sh), the live
-# Java NameServer against its recorded replies (tests/java/reference.sh), Java brokers and mqadmin with
+# (tests/fuzz-smoke.sh), the live Java NameServer against its recorded replies (tests/java/reference.sh), Java brokers and mqadmin with
 # rocketns beside the Java NameServer (tests/java/side-by-side.sh), Java and Go clients through brokers found
 # via rocketns (tests/java/clients.sh), a 5.x acting-master pair and 905 notices (tests/java/acting-master.sh),
 # signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode beside the Java NameServer
 # 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy (tests/java/proxy.sh),
 # generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh), and a Java
 # broker group in controller mode failing over through rocketns's controller, then Java's
-# (tests/java/controller.sh), also with controller nodes cut off and slowed (tests/java/controller-partition.sh);
-# the ops, interop and Java stages need root. Each stage's checks and result are printed as it ends (its whole output
+# (tests/java/controller.sh), also with controller nodes cut off and slowed (tests/java/controller-partition.sh)
+# and killed (controller-chaos.sh), and last real third-party RocketMQ software against rocketns
+# (tests/interop/run.sh); the ops, interop and Java stages need root. Each stage's checks and result are printed as it ends (its whole output
 # is in target/test-logs/STAGE.log); the last line counts the stages: `stages: N passed, N failed, N skipped`. After a failure the later stages are not run, and are
 # named. The first run on a fresh machine installs cargo-deb, Debian's prometheus, the rocketmq-rust broker
 # and the Java RocketMQ jars, and builds the fuzz targets and the interop client (README, "Before you start").
@@ -22,7 +22,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Test servers keep their KV files in temporary folders that outlive each test (restarts read them back):
 # they all go under one folder, removed at the end.
 scratch=$(mktemp -d -t rocketns-tests.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
+prebuild=""
+trap 'rm -rf "$scratch"; [ -z "$prebuild" ] || kill -- -"$prebuild" 2> /dev/null' EXIT
 export TMPDIR="$scratch"
 # Each stage's whole output (third-party programs' logging, build progress) goes to its log here; the
 # terminal shows its checks and counts, and the end of its log when it fails.
@@ -30,8 +31,9 @@ logs=target/test-logs
 mkdir -p "$logs"
 shown='^(PASS|FAIL|WARN|INFO)|^controller: |^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
 
-all=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz interop java-reference java-side-by-side
-    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-controller java-controller-partition java-controller-chaos)
+all=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz java-reference java-side-by-side
+    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-controller
+    java-controller-partition java-controller-chaos interop)
 stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
@@ -98,6 +100,21 @@ detail() {
     esac
 }
 
+# The interop stage's builds (tests/interop/install.sh: the rocketmq-rust broker and its client, minutes on a
+# fresh machine) start in the background once the stages that measure the server's own timing (the unit
+# and wire tests) are done, at the lowest CPU priority (SCHED_IDLE): they take the cores only while the
+# other stages leave them idle, which the Java stages mostly do, and the interop stage, the last, waits
+# for them. What they print is in $logs/interop-install.log; run.sh builds again whatever they did not.
+start_prebuild() {
+    [ -n "$prebuild" ] && return
+    [[ " ${stages[*]} " == *" interop "* ]] || return
+    local idle=(nice -n 19)
+    command -v chrt > /dev/null && idle=(chrt --idle 0)
+    # A process group of its own (setsid), ended with the run whatever it still does.
+    setsid "${idle[@]}" bash tests/interop/install.sh > "$logs/interop-install.log" 2>&1 &
+    prebuild=$!
+}
+
 declare -A result took
 passed=0 failed=0 skipped=0
 for stage in "${stages[@]}"; do
@@ -106,6 +123,11 @@ for stage in "${stages[@]}"; do
         skipped=$((skipped + 1))
         continue
     fi
+    case $stage in
+        fmt | clippy | readme-run | test) ;;
+        interop) start_prebuild; wait "$prebuild" || true ;;
+        *) start_prebuild ;;
+    esac
     echo "== $stage: ${what[$stage]}"
     started=$SECONDS
     run_stage "$stage" 2>&1 | tee "$logs/$stage.log" | { grep --line-buffered -E "$shown" || true; }

@@ -10,7 +10,8 @@
 #
 # The third-party binaries dial the machine's own interface address (with no setting to stop them), so
 # everything runs inside a private network namespace that has only loopback. Needs root (CI runs as root).
-# Installs what it needs from crates.io, skipping what is already installed at the right version.
+# Installs what it needs from crates.io (tests/interop/install.sh), skipping what is already installed at the
+# right version.
 # The run's files (logs, the broker's store) live on a tmpfs in a private mount namespace: the broker refuses
 # writes when the disk under its store is over 75% full, which a shared build machine can be, and nothing is
 # left behind. INTEROP_KEEP=DIR copies the run's logs to DIR.
@@ -199,13 +200,6 @@ if ! command -v ip >/dev/null || ! command -v unshare >/dev/null || ! command -v
     echo "interop: installing iproute2, util-linux and openssl (ip, unshare, a test certificate)"
     apt-get update -qq && apt-get install -y -qq iproute2 util-linux openssl
 fi
-# A debug build: 7.4 minutes on 2 cores against 12.7 for the release one (2026-12-02), and the broker
-# carries only a few thousand messages here (every check passed with it in 43 s).
-if ! cargo install --list | grep -q '^rocketmq-broker v1\.0\.0:'; then
-    echo "interop: installing rocketmq-broker 1.0.0 from crates.io, a debug build (about 7 minutes on 2 cores)"
-    CARGO_TARGET_DIR="$CACHE/target" cargo install rocketmq-broker@1.0.0 --locked --debug
-fi
-echo "interop: building the client program"
-CARGO_TARGET_DIR="$CACHE/target" cargo build --locked --quiet --manifest-path "$ROOT/tests/interop/client/Cargo.toml"
+bash "$ROOT/tests/interop/install.sh"
 cargo build --quiet --manifest-path "$ROOT/Cargo.toml" --bin rocketns
 exec unshare --net --mount -- bash -c 'ip link set lo up && exec "$0" inner' "${BASH_SOURCE[0]}"
