@@ -97,7 +97,12 @@ impl Switches {
         match written {
             Ok(()) => {
                 self.current.store(Arc::new(next));
-                tracing::info!(update = %crate::error::shown(text.trim(), 1024), "controller config updated");
+                // Anyone who reaches the port may update it: a turn of the client lines, as the NameServer's.
+                crate::limits::throttle::client_log!(
+                    info,
+                    update = %crate::error::shown(text.trim(), 256),
+                    "controller config updated"
+                );
                 Ok(())
             }
             Err(ReplaceError::Unchanged(e)) => {

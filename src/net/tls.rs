@@ -83,7 +83,7 @@ impl TlsServer {
         }
         if first[0] != TLS_HANDSHAKE {
             if self.enforcing {
-                tracing::warn!("plain connection refused: tls.server.mode=enforcing");
+                crate::limits::throttle::client_log!(warn, "plain connection refused: tls.server.mode=enforcing");
                 return Accepted::Refused;
             }
             return Accepted::Plain(stream);
@@ -91,11 +91,11 @@ impl TlsServer {
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(stream)).await {
             Ok(Ok(tls)) => Accepted::Tls(Box::new(tls)),
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "TLS handshake failed");
+                crate::limits::throttle::client_log!(warn, error = %e, "TLS handshake failed");
                 Accepted::Refused
             }
             Err(_) => {
-                tracing::warn!("TLS handshake timed out");
+                crate::limits::throttle::client_log!(warn, "TLS handshake timed out");
                 Accepted::Refused
             }
         }

@@ -73,7 +73,7 @@ struct Places {
 }
 
 /// A connection's place, given back when dropped.
-pub struct Place {
+pub(crate) struct Place {
     _all: OwnedSemaphorePermit,
     source: IpAddr,
     sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
@@ -110,7 +110,7 @@ impl Drop for Place {
 
 /// A connection with its place, which it gives back when dropped: reads and writes fail once [`LIFETIME`]
 /// has passed, and writes once one has waited [`WRITE_STALL`] for its peer; the server then closes it.
-pub struct Held<S> {
+pub(crate) struct Held<S> {
     stream: S,
     _place: Place,
     ends: Pin<Box<Sleep>>,
@@ -118,7 +118,7 @@ pub struct Held<S> {
 }
 
 impl<S> Held<S> {
-    pub fn new(stream: S, place: Place) -> Held<S> {
+    pub(crate) fn new(stream: S, place: Place) -> Held<S> {
         Held { stream, _place: place, ends: Box::pin(tokio::time::sleep(LIFETIME)), stalled: None }
     }
 

@@ -47,18 +47,14 @@ pub fn init(json: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let subscriber = subscriber(json, ansi, std::io::stderr, lines()).with(filter);
-    if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
+    // try_init also routes the `log` crate's records (rustls's) here.
+    if let Err(e) = tracing_subscriber::util::SubscriberInitExt::try_init(subscriber) {
         eprintln!("rocketns: logging not started: {e}");
     }
 }
 
 /// The log's subscriber, writing to `writer` within `budget`.
-pub fn subscriber<W>(
-    json: bool,
-    ansi: bool,
-    writer: W,
-    budget: &'static LineBudget,
-) -> Box<dyn Subscriber + Send + Sync>
+fn subscriber<W>(json: bool, ansi: bool, writer: W, budget: &'static LineBudget) -> Box<dyn Subscriber + Send + Sync>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -84,7 +80,9 @@ where
     F: FormatEvent<S, N>,
 {
     fn format_event(&self, ctx: &FmtContext<'_, S, N>, writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
-        if !self.budget.allow() {
+        // Audit lines have a rate of their own (100 a second, `audit.rs`), and are counted when lost: the
+        // floor must not drop them uncounted for a flood of other lines.
+        if event.metadata().target() != crate::ops::audit::TARGET && !self.budget.allow() {
             return Ok(());
         }
         self.format.format_event(ctx, writer, event)
@@ -109,7 +107,7 @@ struct Clipping<'a> {
 
 impl Visit for Clipping<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let text = clipped(format_args!("{value:?}"), true);
+        let text = clipped(format_args!("{value:?}"), Escape::All);
         self.inner.record_debug(field, &format_args!("{text}"));
     }
 
@@ -139,10 +137,18 @@ impl Visit for Clipping<'_> {
     }
 }
 
+/// Characters that end a line or reorder what a terminal shows: control characters (C0, DEL, C1), the
+/// Unicode line and paragraph separators, and the bidirectional marks and overrides.
+fn breaks_a_line(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
 /// At most [`FIELD_MAX`] bytes of `value` formatted, ending in [`CUT`] where it was cut; formatting stops
-/// there, so a long value costs no more than a short one. With `escape`, control characters are written
-/// as Rust escapes (`\n`), so that nothing a client sent starts a line.
-fn clipped(value: fmt::Arguments<'_>, escape: bool) -> String {
+/// there, so a long value costs no more than a short one. What [`breaks_a_line`] (as `escape` says) is written
+/// as a JSON escape (`\u000a`, valid inside the audit log's JSON lines too), so that nothing a client sent
+/// starts a line or hides one.
+fn clipped(value: fmt::Arguments<'_>, escape: Escape) -> String {
     let mut clip = Clip { text: String::new(), escape, cut: false };
     if clip.write_fmt(value).is_err() && clip.cut {
         clip.text.push_str(CUT);
@@ -152,16 +158,25 @@ fn clipped(value: fmt::Arguments<'_>, escape: bool) -> String {
 
 struct Clip {
     text: String,
-    escape: bool,
+    escape: Escape,
     cut: bool,
+}
+
+/// Which characters [`clipped`] escapes.
+#[derive(Clone, Copy, PartialEq)]
+enum Escape {
+    /// Every one that [`breaks_a_line`] (text lines).
+    All,
+    /// Those that JSON leaves as they are (JSON lines): all but C0 controls, which it escapes itself.
+    BeyondJson,
 }
 
 impl fmt::Write for Clip {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         for c in s.chars() {
             let before = self.text.len();
-            if self.escape && c.is_control() {
-                write!(self.text, "{}", c.escape_default())?;
+            if breaks_a_line(c) && (self.escape == Escape::All || c >= ' ') {
+                write!(self.text, "\\u{:04x}", u32::from(c))?;
             } else {
                 self.text.push(c);
             }
@@ -175,8 +190,8 @@ impl fmt::Write for Clip {
     }
 }
 
-/// One JSON object a line: `timestamp`, `level`, `target` and the event's fields, each cut (JSON escapes
-/// control characters itself).
+/// One JSON object a line: `timestamp`, `level`, `target` and the event's fields, each cut and escaped
+/// as the text's are (JSON escapes C0 controls itself, not DEL, C1 or the separators).
 struct JsonLine;
 
 impl<S, N> FormatEvent<S, N> for JsonLine
@@ -190,8 +205,14 @@ where
         SystemTime.format_time(&mut Writer::new(&mut time))?;
         line.insert("timestamp".into(), Value::from(time));
         line.insert("level".into(), Value::from(event.metadata().level().as_str()));
-        event.record(&mut JsonFields(&mut line));
+        let mut fields = Map::new();
+        event.record(&mut JsonFields(&mut fields));
         line.insert("target".into(), Value::from(event.metadata().target()));
+        for (name, value) in fields {
+            // A field named like the line's own keys keeps its value under `fields.NAME`.
+            let name = if line.contains_key(&name) { format!("fields.{name}") } else { name };
+            line.insert(name, value);
+        }
         writeln!(writer, "{}", Value::Object(line))
     }
 }
@@ -200,7 +221,7 @@ struct JsonFields<'a>(&'a mut Map<String, Value>);
 
 impl Visit for JsonFields<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(field.name().into(), Value::from(clipped(format_args!("{value:?}"), false)));
+        self.0.insert(field.name().into(), Value::from(clipped(format_args!("{value:?}"), Escape::BeyondJson)));
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
@@ -275,6 +296,31 @@ mod tests {
                 assert!(lines[1].contains(r#"short="x\ny""#), "{}", lines[1]);
             }
         }
+    }
+
+    /// Look-alike line breaks, direction overrides, DEL and C1 controls are escaped in both formats.
+    #[test]
+    fn separators_and_overrides_are_escaped() {
+        let value = "a\u{2028}b\u{202e}c\u{7f}d\u{9b}e";
+        for json in [false, true] {
+            let out = logged(json, budget(), || tracing::warn!(addr = %value, "{value}"));
+            for c in ['\u{2028}', '\u{202e}', '\u{7f}', '\u{9b}'] {
+                assert!(!out.contains(c), "json {json}: {c:?} raw in {out:?}");
+            }
+            assert!(out.contains("\\u2028") || out.contains(r"\u2028"), "json {json}: {out}");
+        }
+    }
+
+    /// Audit lines have their own rate: the floor does not drop them for other lines' flood.
+    #[test]
+    fn audit_lines_are_not_dropped_by_the_floor() {
+        let out = logged(false, budget(), || {
+            for i in 0..LINES_AT_ONCE + 100 {
+                tracing::warn!(i, "flood");
+            }
+            tracing::info!(target: crate::ops::audit::TARGET, "an audit line");
+        });
+        assert!(out.ends_with("an audit line\n"), "{}", &out[out.len() - 200..]);
     }
 
     /// Short values are written as tracing-subscriber writes them.

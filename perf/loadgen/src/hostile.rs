@@ -32,7 +32,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::driver::new_histogram;
-use crate::probe::{PeakRss, lookup, lookup_thread, ms, paced_lookups, print_lookups, rss};
+use crate::probe::{PeakRss, lookup, lookup_thread, paced_lookups, print_lookups, rss, stats_json};
 use crate::wire::register_request;
 use crate::{encode, read_reply};
 
@@ -366,18 +366,6 @@ async fn fresh_lookups(addr: String, real_topics: usize, attack_from: Instant, e
     stats
 }
 
-/// A histogram's count and quantiles, as the report's JSON has them.
-fn stats_json(h: &hdrhistogram::Histogram<u64>) -> String {
-    format!(
-        r#"{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}}"#,
-        h.len(),
-        ms(h, 0.5),
-        ms(h, 0.99),
-        ms(h, 0.999),
-        h.max() as f64 / 1e6
-    )
-}
-
 /// How often `fresh_lookups` opens a connection.
 const FRESH_EVERY: Duration = Duration::from_millis(20);
 
@@ -623,18 +611,10 @@ pub async fn run(args: HostileArgs) -> i32 {
         }
     }
     println!(
-        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_attack":{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}},"lookups_failed":{lookups_failed},"fresh_quiet":{},"fresh_attack":{},"fresh_failed":{fresh_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"unanswered":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
+        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{},"lookups_attack":{},"lookups_failed":{lookups_failed},"fresh_quiet":{},"fresh_attack":{},"fresh_failed":{fresh_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"unanswered":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
         bound.map_or("null".to_string(), |b| b.to_string()),
-        quiet.len(),
-        ms(&quiet, 0.5),
-        ms(&quiet, 0.99),
-        ms(&quiet, 0.999),
-        quiet.max() as f64 / 1e6,
-        attack.len(),
-        ms(&attack, 0.5),
-        ms(&attack, 0.99),
-        ms(&attack, 0.999),
-        attack.max() as f64 / 1e6,
+        stats_json(&quiet),
+        stats_json(&attack),
         stats_json(&fresh_quiet),
         stats_json(&fresh_attack),
         load(&rc.sent),

@@ -171,3 +171,15 @@ fn on_core(cpu: usize) -> std::io::Result<()> {
     };
     if failed { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
+
+/// A histogram's count and quantiles, as the report's JSON has them.
+pub fn stats_json(h: &hdrhistogram::Histogram<u64>) -> String {
+    format!(
+        r#"{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}}"#,
+        h.len(),
+        ms(h, 0.5),
+        ms(h, 0.99),
+        ms(h, 0.999),
+        h.max() as f64 / 1e6
+    )
+}

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::driver::new_histogram;
-use crate::probe::{PeakRss, lookup, lookup_thread, ms, paced_lookups, print_lookups, rss};
+use crate::probe::{PeakRss, lookup, lookup_thread, paced_lookups, print_lookups, rss, stats_json};
 use crate::wire::register_request;
 use crate::{encode, read_reply};
 
@@ -207,17 +207,6 @@ fn lists_broker(body: &[u8], b: usize) -> bool {
     memchr::memmem::find(body, format!(r#""brokerName":"storm-{b}""#).as_bytes()).is_some()
 }
 
-fn phase_json(h: &Histogram<u64>) -> String {
-    format!(
-        r#"{{"n":{},"p50_ms":{:.3},"p99_ms":{:.3},"p999_ms":{:.3},"max_ms":{:.3}}}"#,
-        h.len(),
-        ms(h, 0.5),
-        ms(h, 0.99),
-        ms(h, 0.999),
-        h.max() as f64 / 1e6
-    )
-}
-
 pub async fn run(args: StormArgs) -> i32 {
     let probe = match probe_broker(&args.addr, args.probe_topics.max(1)).await {
         Ok(s) => s,
@@ -354,9 +343,9 @@ pub async fn run(args: StormArgs) -> i32 {
         times.value_at_quantile(0.5),
         times.value_at_quantile(0.99),
         times.max(),
-        phase_json(&phases.quiet),
-        phase_json(&phases.storm),
-        phase_json(&phases.after),
+        stats_json(&phases.quiet),
+        stats_json(&phases.storm),
+        stats_json(&phases.after),
         phases.failed
     );
     if args.hold {
