@@ -172,8 +172,8 @@ async fn a_trickled_header_is_closed_at_the_header_timeout() {
 }
 
 /// A dump over 16 KiB holds room in the replies pool while it is written, as a remoting reply does: one
-/// larger than the whole pool is answered 503, and its room is given back (before: /cluster was copied
-/// per client outside the pool, 40 that never read held 1 GB).
+/// larger than half the pool (the HTTP share) is answered 503, and its room is given back (before:
+/// /cluster was copied per client outside the pool, 40 that never read held 1 GB).
 #[tokio::test]
 async fn large_dumps_are_written_from_the_replies_pool() {
     let port = free_port();
@@ -214,4 +214,51 @@ async fn large_dumps_are_written_from_the_replies_pool() {
     assert_eq!(status, 200);
     let info: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(info["clusterAddrTable"]["DefaultCluster"].as_array().map(Vec::len), Some(300));
+}
+
+/// Reads an HTTP reply's status line and headers, and no more of it.
+async fn read_head(s: &mut tokio::net::TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.expect("a reply"), 1, "closed before the headers: {head:?}");
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// The HTTP port's dumps hold at most half the replies pool together: with a first client holding a
+/// dump of 3/8 of the pool unread, a second one is answered 503 once its room wait is over, and a remoting
+/// cluster-info request (106) of the same size is answered meanwhile. Before: every HTTP client could
+/// take room up to the whole pool (three unread 11 MB dumps held 32 MiB, and 106 waited 15-19 s).
+#[tokio::test]
+async fn dumps_hold_at_most_half_the_replies_pool() {
+    let (server, port) = with_metrics_port().await;
+    let mut c = Client::connect(server.addr).await;
+    // Names of 10,000 bytes, each three times in the cluster info: 400 brokers make it about 12 MB, 3/8
+    // of the default 32 MiB pool and more than loopback's socket buffers take from a client that does
+    // not read (2-4 MB).
+    let name = |i: usize| format!("broker-{i:03}-{}", "n".repeat(10_000));
+    for i in 0..400 {
+        let addr = format!("10.0.{}.{}:10911", i / 250, i % 250);
+        let name = name(i);
+        let broker = Broker::new("DefaultCluster", &name, 0, &addr);
+        // Topics of its own: a shared one's route, re-encoded at each registration, would grow with each.
+        let (a, b) = (format!("T{i}a"), format!("T{i}b"));
+        register(&mut c, &broker, dv(1), &[(&a, 8, 6), (&b, 8, 6)]).await;
+    }
+    let get_cluster = b"GET /cluster HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let mut holder = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    holder.write_all(get_cluster).await.unwrap();
+    let head = read_head(&mut holder).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut second = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    second.write_all(get_cluster).await.unwrap();
+    let head = read_head(&mut second).await;
+    assert!(head.starts_with("HTTP/1.1 503"), "the second dump, beyond the HTTP share: {head}");
+
+    let info = c.request(request(106, &[])).await;
+    assert_eq!(info.code, 0, "{:?}", info.remark);
+    assert!(info.body.len() > 12_000_000, "{} bytes", info.body.len());
+    drop(holder);
 }

@@ -7,7 +7,10 @@
 //!   request has been processed, and for REGISTER_BROKER the body's decoding (inflated bytes, parsed topic
 //!   configs) and the parsed registration until the route writer has applied it;
 //! - `replies` (`largeReplyBufferBytes`): reply bodies over the copy limit (a 100,000-topic list, a large
-//!   cluster info) queued on a connection until its peer has taken them.
+//!   cluster info) queued on a connection until its peer has taken them. The HTTP port's dumps are charged
+//!   here too, and besides to `http_dumps`, a gate of half its size: clients of the operator's port that
+//!   never read cannot hold the room a remoting client's reply needs (issue 44's review: three unread
+//!   11 MB `/cluster` dumps held the whole pool and a remoting cluster-info request waited 15-19 s).
 //!
 //! Room is taken in arrival order (a fair semaphore), so a flood of large frames delays a broker's
 //! registration but cannot starve it. A request that already holds room never waits for more, it only
@@ -58,6 +61,8 @@ pub const MAX_POOL: usize = u32::MAX as usize;
 pub struct MemoryBudget {
     pub requests: Pool,
     pub replies: Pool,
+    /// The share of `replies` that the HTTP port's dumps may hold together (half of it).
+    pub http_dumps: Pool,
 }
 
 impl MemoryBudget {
@@ -66,6 +71,8 @@ impl MemoryBudget {
         let budget = MemoryBudget {
             requests: Pool::new(requests, metrics.budget.requests.clone()),
             replies: Pool::new(replies, metrics.budget.replies.clone()),
+            // A gate, not memory of its own: what passes it is counted in `replies`' gauge.
+            http_dumps: Pool::new(replies / 2, Arc::default()),
         };
         metrics.budget.requests_capacity.store(budget.requests.capacity() as i64, Ordering::Relaxed);
         metrics.budget.replies_capacity.store(budget.replies.capacity() as i64, Ordering::Relaxed);

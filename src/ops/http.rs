@@ -8,8 +8,12 @@
 //!
 //! Route dumps are written from the route snapshot's own bytes, each encoded once per snapshot as the
 //! remoting port's are, and a dump over [`SMALL_REPLY`] holds room in the replies pool until it has been
-//! written, as a remoting reply does: 40 clients that never read a 24 MB `/cluster` had each held a copy
-//! of their own (RSS 163 to 1,076 MB, issue 44). Connections are held to their bounds by `http_listener`.
+//! handed over, as a remoting reply does: 40 clients that never read a 24 MB `/cluster` had each held a
+//! copy of their own (RSS 163 to 1,076 MB, issue 44). Together the dumps hold at most half the pool
+//! (`MemoryBudget::http_dumps`), so the remoting port's replies always find the other half. Each piece
+//! handed to the connection is a copy of its own: a slice would keep the whole dump alive, charged no
+//! more, while it waits in the connection's buffer (up to the write-stall limit, after a newer snapshot
+//! has dropped the dump). Connections are held to their bounds by `http_listener`.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -22,6 +26,7 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use bytes::Buf;
 use http_body::Frame;
 
 use crate::limits::budget::Charge;
@@ -33,8 +38,8 @@ use crate::state::ServerState;
 pub const SMALL_REPLY: usize = crate::limits::budget::SMALL_FRAME;
 /// How long a dump waits for room in the replies pool before it is answered 503.
 const ROOM_WAIT: Duration = Duration::from_secs(5);
-/// How much of a dump is handed to the connection at a time: its socket takes it as it can, and the
-/// room stays held until the last piece has been handed over.
+/// How much of a dump is handed to the connection at a time, copied: its socket takes it as it can, and
+/// the room stays held until the last piece has been handed over.
 const PIECE: usize = crate::ops::http_listener::BUFFER;
 
 pub fn router(state: ServerState) -> Router {
@@ -97,26 +102,29 @@ async fn cluster(State(p): State<ServerState>) -> Response {
 async fn json(p: &ServerState, parts: Vec<Bytes>) -> Response {
     let len: usize = parts.iter().map(Bytes::len).sum();
     let replies = &p.budget.replies;
-    let charge = if len <= SMALL_REPLY {
-        Charge::default()
-    } else if len > replies.capacity() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the reply is larger than largeReplyBufferBytes\n").into_response();
+    let charges = if len <= SMALL_REPLY {
+        Default::default()
+    } else if len > p.budget.http_dumps.capacity() {
+        let remark = "the reply is larger than half of largeReplyBufferBytes\n";
+        return (StatusCode::SERVICE_UNAVAILABLE, remark).into_response();
     } else {
-        match tokio::time::timeout(ROOM_WAIT, replies.reserve(len)).await {
-            Ok(charge) => charge,
+        let room = async { (p.budget.http_dumps.reserve(len).await, replies.reserve(len).await) };
+        match tokio::time::timeout(ROOM_WAIT, room).await {
+            Ok(charges) => charges,
             Err(_) => return (StatusCode::SERVICE_UNAVAILABLE, "no room for the reply now\n").into_response(),
         }
     };
     let parts = parts.into_iter().filter(|part| !part.is_empty()).collect();
-    let body = Body::new(Pieces { parts, len: len as u64, _charge: charge });
+    let body = Body::new(Pieces { parts, len: len as u64, _charges: charges });
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// A body handed over [`PIECE`] at a time from shared bytes, with the room it holds.
+/// A body handed over [`PIECE`] at a time from shared bytes, with the room it holds (in the HTTP share,
+/// and in the replies pool).
 struct Pieces {
     parts: VecDeque<Bytes>,
     len: u64,
-    _charge: Charge,
+    _charges: (Charge, Charge),
 }
 
 impl http_body::Body for Pieces {
@@ -127,7 +135,8 @@ impl http_body::Body for Pieces {
         let Some(part) = self.parts.front_mut() else {
             return Poll::Ready(None);
         };
-        let piece = part.split_to(part.len().min(PIECE));
+        let piece = Bytes::copy_from_slice(&part[..part.len().min(PIECE)]);
+        part.advance(piece.len());
         if part.is_empty() {
             self.parts.pop_front();
         }
@@ -141,5 +150,30 @@ impl http_body::Body for Pieces {
 
     fn size_hint(&self) -> http_body::SizeHint {
         http_body::SizeHint::with_exact(self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body::Body as _;
+
+    use super::*;
+
+    /// Every piece owns its bytes: none points into the dump, so the dump lives no longer than the body
+    /// that holds its room, whatever the connection still buffers.
+    #[test]
+    fn pieces_are_copies_of_their_own() {
+        let dump = Bytes::from(vec![7u8; 3 * PIECE + 5]);
+        let within = dump.as_ptr_range();
+        let mut body =
+            Pieces { parts: VecDeque::from([dump.clone()]), len: dump.len() as u64, _charges: Default::default() };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut handed = Vec::new();
+        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut body).poll_frame(&mut cx) {
+            let piece = frame.into_data().expect("data");
+            assert!(!within.contains(&piece.as_ptr()), "a slice of the dump");
+            handed.extend_from_slice(&piece);
+        }
+        assert_eq!(handed, dump);
     }
 }
