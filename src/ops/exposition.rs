@@ -141,8 +141,13 @@ fn counters(out: &mut String, state: &ServerState) {
         ),
         (
             "rocketns_http_connections_refused_total",
-            "Connections to the metrics port closed as soon as accepted because 64 were open.",
+            "Connections to the metrics port closed as soon as accepted: 64 were open (16 from its address), and none of another address's to take.",
             &m.http_connections_refused,
+        ),
+        (
+            "rocketns_http_connections_evicted_total",
+            "Connections to the metrics port closed to give their place to a newcomer from an address that held fewer.",
+            &m.http_connections_evicted,
         ),
         (
             "rocketns_client_log_lines_dropped_total",

@@ -1,5 +1,7 @@
 //! The operator's HTTP port's connections, held to bounds of their own: at most [`MAX_CONNECTIONS`] at once
-//! and [`PER_SOURCE`] from one address (more are closed as they are accepted), a request's header within
+//! and [`PER_SOURCE`] from one address, shared fairly between addresses (a newcomer from an address that
+//! holds fewer takes the oldest place of the one that holds the most; more are closed as they are
+//! accepted), a request's header within
 //! [`HEADER_READ`] (also the longest wait for the next request on a kept connection), a reply taken within
 //! [`WRITE_STALL`], and each connection closed [`LIFETIME`] after its accept. Without them, 1,128
 //! connections trickling a header byte every 5 s took every file descriptor of the process, and new
@@ -20,7 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use crate::ops::metrics::Metrics;
@@ -39,6 +41,12 @@ pub const BUFFER: usize = 16 * 1024;
 /// How long an HTTP connection may stay open, however it is used.
 pub const LIFETIME: Duration = Duration::from_secs(60);
 
+/// Connections being closed because a newcomer took their place, beyond [`MAX_CONNECTIONS`]: while as
+/// many are still closing, newcomers are refused.
+pub const EVICTING: usize = 16;
+/// Descriptors the port's connections hold at most.
+pub const DESCRIPTORS: usize = MAX_CONNECTIONS + EVICTING;
+
 /// Serves `router` on `listener` until the task is aborted; a connection's task ends within [`LIFETIME`].
 pub async fn serve(listener: TcpListener, router: axum::Router, metrics: Arc<Metrics>) {
     let places = Places::new();
@@ -50,61 +58,124 @@ pub async fn serve(listener: TcpListener, router: axum::Router, metrics: Arc<Met
                 continue;
             }
         };
-        let Some(place) = places.take(addr.ip()) else {
-            metrics.http_connections_refused.fetch_add(1, Ordering::Relaxed);
-            drop(stream);
-            continue;
+        let (place, evicted) = match places.take(addr.ip()) {
+            Taken::Refused => {
+                metrics.http_connections_refused.fetch_add(1, Ordering::Relaxed);
+                drop(stream);
+                continue;
+            }
+            Taken::Place(place) => (place, false),
+            Taken::Evicting(place) => (place, true),
         };
+        if evicted {
+            metrics.http_connections_evicted.fetch_add(1, Ordering::Relaxed);
+        }
         let service = TowerToHyperService::new(router.clone());
+        let leave = place.evicted.clone();
         tokio::spawn(async move {
             let io = TokioIo::new(Held::new(stream, place));
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new()).header_read_timeout(HEADER_READ).max_buf_size(BUFFER);
             // How a connection ended is the client's business: its end is its own.
-            let _ = http.serve_connection(io, service).await;
+            tokio::select! {
+                _ = http.serve_connection(io, service) => {}
+                _ = leave.notified() => {}
+            }
         });
     }
 }
 
-/// The port's places: [`MAX_CONNECTIONS`] in all, [`PER_SOURCE`] an address.
+/// The port's places: [`MAX_CONNECTIONS`] in all, [`PER_SOURCE`] an address, shared fairly between
+/// addresses. When all are held, a newcomer from an address that holds fewer than some other takes the
+/// oldest place of the address that holds the most, which is closed: an orchestrator's health probe from
+/// an address of its own always gets in, however many addresses an attacker fills the port from (before,
+/// four addresses' 64 trickled connections left `/healthz` unanswered, 60 probes of 61 failed).
 struct Places {
-    all: Arc<Semaphore>,
-    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    table: Arc<Mutex<Table>>,
+    descriptors: Arc<Semaphore>,
 }
 
-/// A connection's place, given back when dropped.
+#[derive(Default)]
+struct Table {
+    next: u64,
+    held: usize,
+    /// Each address's places, oldest first: their ids and how each is told to leave.
+    sources: HashMap<IpAddr, std::collections::VecDeque<(u64, Arc<Notify>)>>,
+}
+
+enum Taken {
+    Place(Place),
+    /// A place taken from another address, whose connection is told to close.
+    Evicting(Place),
+    Refused,
+}
+
+/// A connection's place, given back when dropped (unless it was taken from it).
 pub(crate) struct Place {
-    _all: OwnedSemaphorePermit,
+    id: u64,
     source: IpAddr,
-    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    evicted: Arc<Notify>,
+    table: Arc<Mutex<Table>>,
+    _descriptor: OwnedSemaphorePermit,
 }
 
 impl Places {
     fn new() -> Places {
-        Places { all: Arc::new(Semaphore::new(MAX_CONNECTIONS)), sources: Arc::default() }
+        Places { table: Arc::default(), descriptors: Arc::new(Semaphore::new(DESCRIPTORS)) }
     }
 
-    fn take(&self, source: IpAddr) -> Option<Place> {
-        let all = self.all.clone().try_acquire_owned().ok()?;
-        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
-        let held = sources.entry(source).or_default();
-        if *held >= PER_SOURCE {
-            return None;
+    fn take(&self, source: IpAddr) -> Taken {
+        let Ok(descriptor) = self.descriptors.clone().try_acquire_owned() else {
+            return Taken::Refused;
+        };
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let mine = table.sources.get(&source).map_or(0, |held| held.len());
+        if mine >= PER_SOURCE {
+            return Taken::Refused;
         }
-        *held += 1;
-        Some(Place { _all: all, source, sources: self.sources.clone() })
+        let mut evicting = false;
+        if table.held >= MAX_CONNECTIONS {
+            let most = table.sources.iter().max_by_key(|(_, held)| held.len()).map(|(a, held)| (*a, held.len()));
+            match most {
+                // Only another address can hold more than this one.
+                Some((other, len)) if len > mine => {
+                    let gone = table.sources.get_mut(&other).and_then(|held| held.pop_front());
+                    if let Some((_, leave)) = gone {
+                        leave.notify_one();
+                        table.held -= 1;
+                    }
+                    if table.sources.get(&other).is_some_and(|held| held.is_empty()) {
+                        table.sources.remove(&other);
+                    }
+                    evicting = true;
+                }
+                _ => return Taken::Refused,
+            }
+        }
+        table.next += 1;
+        let (id, evicted) = (table.next, Arc::new(Notify::new()));
+        table.sources.entry(source).or_default().push_back((id, evicted.clone()));
+        table.held += 1;
+        let place = Place { id, source, evicted, table: self.table.clone(), _descriptor: descriptor };
+        if evicting { Taken::Evicting(place) } else { Taken::Place(place) }
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.table.lock().unwrap().held
     }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut sources = self.sources.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(held) = sources.get_mut(&self.source) {
-            *held -= 1;
-            if *held == 0 {
-                sources.remove(&self.source);
-            }
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(held) = table.sources.get_mut(&self.source) else { return };
+        let Some(at) = held.iter().position(|(id, _)| *id == self.id) else { return };
+        held.remove(at);
+        if held.is_empty() {
+            table.sources.remove(&self.source);
         }
+        table.held -= 1;
     }
 }
 
@@ -195,8 +266,15 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    fn take(places: &Places, source: [u8; 4]) -> Option<Place> {
+        match places.take(IpAddr::from(source)) {
+            Taken::Place(place) | Taken::Evicting(place) => Some(place),
+            Taken::Refused => None,
+        }
+    }
+
     fn place(places: &Places) -> Place {
-        places.take(IpAddr::from([127, 0, 0, 1])).expect("a place")
+        take(places, [127, 0, 0, 1]).expect("a place")
     }
 
     /// A connection that sends nothing, or a byte now and then, is closed at the end of its life.
@@ -205,7 +283,7 @@ mod tests {
         let places = Places::new();
         let (ours, mut theirs) = tokio::io::duplex(64);
         let mut held = Held::new(ours, place(&places));
-        assert_eq!(places.all.available_permits(), MAX_CONNECTIONS - 1);
+        assert_eq!(places.held(), 1);
         theirs.write_all(b"G").await.unwrap();
         let mut byte = [0u8; 1];
         assert_eq!(held.read(&mut byte).await.unwrap(), 1);
@@ -214,8 +292,9 @@ mod tests {
         let ended = ended.expect("ended at its lifetime, not left waiting").unwrap_err();
         assert_eq!(ended.kind(), std::io::ErrorKind::TimedOut);
         drop(held);
-        assert_eq!(places.all.available_permits(), MAX_CONNECTIONS, "its place given back");
-        assert!(places.sources.lock().unwrap().is_empty(), "its address forgotten");
+        assert_eq!(places.held(), 0, "its place given back");
+        assert_eq!(places.descriptors.available_permits(), DESCRIPTORS, "and its descriptor");
+        assert!(places.table.lock().unwrap().sources.is_empty(), "its address forgotten");
     }
 
     /// A peer that takes nothing fails the write that waits for it after WRITE_STALL; one that takes a
@@ -246,12 +325,45 @@ mod tests {
     #[test]
     fn one_address_holds_at_most_its_share() {
         let places = Places::new();
-        let one = IpAddr::from([127, 0, 0, 2]);
-        let held: Vec<Place> = (0..PER_SOURCE).map(|_| places.take(one).expect("its share")).collect();
-        assert!(places.take(one).is_none(), "past its share");
-        let other = places.take(IpAddr::from([127, 0, 0, 3]));
-        assert!(other.is_some(), "another address is served");
+        let held: Vec<Place> = (0..PER_SOURCE).map(|_| take(&places, [127, 0, 0, 2]).expect("its share")).collect();
+        assert!(take(&places, [127, 0, 0, 2]).is_none(), "past its share");
+        assert!(take(&places, [127, 0, 0, 3]).is_some(), "another address is served");
         drop(held);
-        assert!(places.take(one).is_some(), "given back");
+        assert!(take(&places, [127, 0, 0, 2]).is_some(), "given back");
+    }
+
+    /// With every place held by four addresses, a fifth address takes the oldest place of one that holds
+    /// the most, whose connection is told to leave; addresses that hold as many as the rest are refused,
+    /// and while EVICTING closing connections still hold their descriptors, newcomers are refused too.
+    #[tokio::test]
+    async fn a_newcomer_takes_a_place_from_the_address_that_holds_most() {
+        let places = Places::new();
+        let mut held: Vec<Place> = Vec::new();
+        for i in 0..MAX_CONNECTIONS {
+            held.push(take(&places, [127, 0, 0, 2 + (i % 4) as u8]).expect("a place"));
+        }
+        assert!(take(&places, [127, 0, 0, 2]).is_none(), "an address holding the most gains nothing");
+        let probe = places.take(IpAddr::from([10, 0, 0, 1]));
+        assert!(matches!(probe, Taken::Evicting(_)), "the newcomer gets a place");
+        let mut told = Vec::new();
+        for (i, place) in held.iter().enumerate() {
+            if tokio::time::timeout(Duration::ZERO, place.evicted.notified()).await.is_ok() {
+                told.push(i);
+            }
+        }
+        assert!(told.len() == 1 && told[0] < 4, "one told to leave, its address's oldest: {told:?}");
+        assert_eq!(places.held(), MAX_CONNECTIONS);
+        let second = take(&places, [10, 0, 0, 1]).expect("a second, while others hold 16 and 15");
+        // The evicted connection has not closed: it still holds its descriptor, as do the newcomers'
+        // victims below, until EVICTING are closing and newcomers are refused.
+        let newcomers: Vec<_> = (0..EVICTING).filter_map(|i| take(&places, [10, 1, 0, i as u8])).collect();
+        assert_eq!(newcomers.len(), EVICTING - 2, "two went to the probe and the second");
+        assert!(take(&places, [10, 2, 0, 1]).is_none(), "no descriptor left while the evicted still close");
+        assert_eq!(places.held(), MAX_CONNECTIONS);
+        drop(held);
+        assert!(take(&places, [10, 2, 0, 1]).is_some(), "the evicted closed, their descriptors back");
+        drop((probe, second, newcomers));
+        assert_eq!(places.held(), 0);
+        assert_eq!(places.descriptors.available_permits(), DESCRIPTORS);
     }
 }

@@ -78,6 +78,7 @@ pub struct Metrics {
     pub connections_refused: AtomicU64,
     /// HTTP connections closed on accept because the operator's port had all its places taken.
     pub http_connections_refused: AtomicU64,
+    pub http_connections_evicted: AtomicU64,
     /// The memory budget (`budget`): what its pools hold, who waits, what it refused.
     pub budget: BudgetCounters,
     /// Whole-table bodies (cluster info, topic lists) encoded: at most one of each kind per snapshot.
@@ -196,6 +197,7 @@ impl Metrics {
             connections_settled: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             http_connections_refused: AtomicU64::new(0),
+            http_connections_evicted: AtomicU64::new(0),
             budget: BudgetCounters::default(),
             table_bodies_encoded: AtomicU64::new(0),
             file_write_failures: FileWriteFailures::default(),

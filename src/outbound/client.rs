@@ -45,9 +45,11 @@ pub struct PeerConnection {
 }
 
 impl PeerConnection {
-    /// Connects to `addr` (`host:port`), giving up after `timeout` (Java's `connectTimeoutMillis`).
+    /// Connects to `addr` (`host:port`), its host name resolved within `resolve`'s bound, giving up after
+    /// `timeout` (Java's `connectTimeoutMillis`).
     pub async fn connect(addr: &str, timeout: Duration) -> Result<PeerConnection, OutboundError> {
-        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        let connect = async { TcpStream::connect(crate::outbound::resolve::resolve(addr).await?).await };
+        let stream = match tokio::time::timeout(timeout, connect).await {
             Err(_) => return Err(OutboundError::ConnectTimeout { addr: addr.to_string(), ms: timeout.as_millis() }),
             Ok(Err(source)) => return Err(OutboundError::Connect { addr: addr.to_string(), source }),
             Ok(Ok(stream)) => stream,

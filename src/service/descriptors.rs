@@ -2,9 +2,10 @@
 //! with a reserve for the server's own files, fits the process's limit (`RLIMIT_NOFILE`). Where it does
 //! not, `serverMaxConnections` is lowered to fit at start, and the log says so: remoting connections are
 //! refused at their cap (accepted and closed, which needs a descriptor for a moment, also reserved), and
-//! nothing else (the HTTP port, the controller's port, the 905 notifier's sends) can take the descriptors
-//! that remoting accepts, the route file or the KV store need. Before, 1,128 HTTP connections took every
-//! descriptor of a process whose limit was 1,024 and remoting accepts failed (issue 44).
+//! nothing else (the HTTP port, the controller's port, the 905 notifier's sends and the host names it
+//! resolves) can take the descriptors that remoting accepts, the route file or the KV store need. Before,
+//! 1,128 HTTP connections took every descriptor of a process whose limit was 1,024 and remoting accepts
+//! failed (issue 44).
 
 use crate::config::NamesrvConfig;
 
@@ -17,6 +18,8 @@ pub const PER_CORE: u64 = 4;
 /// Remoting connections accepted beyond `serverMaxConnections` at once, to be closed: each holds a
 /// descriptor until it is.
 pub const REFUSALS: u64 = 16;
+/// What the host names of outbound addresses (a broker's, for the 905 notices) hold while resolved.
+pub const RESOLUTIONS: u64 = (crate::outbound::resolve::MAX_RESOLUTIONS * crate::outbound::resolve::FILES_EACH) as u64;
 /// The fewest remoting connections a server is started with.
 pub const MIN_CONNECTIONS: u64 = 64;
 
@@ -44,9 +47,9 @@ pub struct TooFewDescriptors {
 impl Descriptors {
     /// How `limit` descriptors are shared under `config` on `cores` cores.
     pub fn fit(config: &NamesrvConfig, limit: u64, cores: usize) -> Result<Descriptors, TooFewDescriptors> {
-        let mut others = OWN_FILES + PER_CORE * cores as u64 + REFUSALS;
+        let mut others = OWN_FILES + PER_CORE * cores as u64 + REFUSALS + RESOLUTIONS;
         if config.metrics_port != 0 {
-            others += crate::ops::http_listener::MAX_CONNECTIONS as u64 + 1;
+            others += crate::ops::http_listener::DESCRIPTORS as u64 + 1;
         }
         if config.notify_min_broker_id_changed {
             others += crate::outbound::notify::MAX_IN_FLIGHT as u64;
@@ -124,7 +127,7 @@ mod tests {
         assert_eq!(fits.remoting, 50_000);
         let all = config("metricsPort=9877\nnotifyMinBrokerIdChanged=true");
         let small = Descriptors::fit(&all, 1_024, 2).unwrap();
-        assert_eq!(small.others, OWN_FILES + 2 * PER_CORE + REFUSALS + 65 + 16);
+        assert_eq!(small.others, OWN_FILES + 2 * PER_CORE + REFUSALS + RESOLUTIONS + 81 + 16);
         assert_eq!(small.remoting + small.others, 1_024);
         let held = config("serverMaxConnections=500");
         assert_eq!(Descriptors::fit(&held, 1_024, 2).unwrap().remoting, 500);

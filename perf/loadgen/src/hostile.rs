@@ -50,6 +50,10 @@ pub struct HostileArgs {
     /// Hostile connections of each kind.
     #[arg(long, default_value_t = 150)]
     per_kind: usize,
+    /// Kinds with another count than `--per-kind`, comma-separated `kind=connections` (`http-trickle=1100`:
+    /// more HTTP connections than a process limited to 1,024 files has descriptors).
+    #[arg(long, value_delimiter = ',', value_parser = parse_kind_count)]
+    per_kind_of: Vec<(String, usize)>,
     /// Seconds of quiet lookups before the attack (the baseline), and of the attack.
     #[arg(long, default_value_t = 10.0)]
     quiet: f64,
@@ -79,6 +83,14 @@ pub struct HostileArgs {
     /// costs the lookups through the machine, apart from what it costs them through the server.
     #[arg(long)]
     churn_addr: Option<String>,
+}
+
+fn parse_kind_count(text: &str) -> Result<(String, usize), String> {
+    let (kind, count) = text.split_once('=').ok_or("kind=connections")?;
+    if !KINDS.contains(&kind) {
+        return Err(format!("no kind {kind:?}; the kinds: {}", KINDS.join(", ")));
+    }
+    Ok((kind.to_string(), count.parse().map_err(|e| format!("{count:?}: {e}"))?))
 }
 
 /// The remoting port's kinds, then `hostile_ports`'s.
@@ -366,6 +378,46 @@ async fn fresh_lookups(addr: String, real_topics: usize, attack_from: Instant, e
     stats
 }
 
+/// What an orchestrator's health probe gets from the HTTP port under the attack: `GET /healthz` on a new
+/// connection from 127.0.0.1 every [`HEALTH_EVERY`], each within 1 s (Kubernetes' default probe timeout)
+/// or failed, and the longest time (ms) from a failed probe to the next answered one: Kubernetes restarts a
+/// container after 3 failures in a row (`failureThreshold`), 10 s apart (`periodSeconds`). The attack's
+/// HTTP kinds hold every place they can from addresses of their own.
+async fn health_probes(port: u16, end: Instant) -> (hdrhistogram::Histogram<u64>, u64, u64) {
+    let (mut answered, mut failed, mut failing_since, mut longest) = (new_histogram(), 0, None, 0);
+    let mut next = Instant::now();
+    while Instant::now() < end {
+        tokio::time::sleep_until(next).await;
+        next += HEALTH_EVERY;
+        let asked = Instant::now();
+        let probe = async {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
+            let mut reply = Vec::new();
+            s.read_to_end(&mut reply).await?;
+            std::io::Result::Ok(reply.starts_with(b"HTTP/1.1 200"))
+        };
+        match tokio::time::timeout(Duration::from_secs(1), probe).await {
+            Ok(Ok(true)) => {
+                let _ = answered.record((asked.elapsed().as_nanos() as u64).max(1_000));
+                if let Some(since) = failing_since.take() {
+                    longest = longest.max(asked.duration_since(since).as_millis() as u64);
+                }
+            }
+            _ => {
+                failed += 1;
+                failing_since.get_or_insert(asked);
+            }
+        }
+    }
+    if let Some(since) = failing_since {
+        longest = longest.max(since.elapsed().as_millis() as u64);
+    }
+    (answered, failed, longest)
+}
+
+const HEALTH_EVERY: Duration = Duration::from_millis(250);
+
 /// How often `fresh_lookups` opens a connection.
 const FRESH_EVERY: Duration = Duration::from_millis(20);
 
@@ -410,8 +462,8 @@ const PER_CONNECTION: u64 = 96 * 1024;
 /// save's 48 bytes a distinct queue list counted as if each topic had its own).
 const TABLE_PER_TOPIC: u64 = 2 * 48 + 16 + 48;
 /// With `notifyMinBrokerIdChanged` and the HTTP port, their terms of the sum: the 905 notices' queue, and
-/// 64 HTTP connections of 48 KiB each (counted whether or not they are on).
-const NOTICES_AND_HTTP: u64 = (4 << 20) + 64 * 48 * 1024;
+/// 80 HTTP connections of 48 KiB each, 64 and 16 closing (counted whether or not they are on).
+const NOTICES_AND_HTTP: u64 = (4 << 20) + 80 * 48 * 1024;
 /// The audit queue's bytes, and the route file's write buffer.
 const AUDIT_QUEUE_AND_SAVE: u64 = (4 << 20) + (64 << 10);
 
@@ -420,6 +472,12 @@ pub async fn run(args: HostileArgs) -> i32 {
         let wanted = args.kinds.is_empty() || args.kinds.iter().any(|k| k == kind);
         wanted && (args.metrics_port.is_some() || !kind.starts_with("http-"))
     };
+    let per_kind = |kind: &str| {
+        let count = args.per_kind_of.iter().rev().find(|(k, _)| k == kind).map_or(args.per_kind, |(_, n)| *n);
+        if chosen(kind) { count } else { 0 }
+    };
+    // The fleet may hold more connections than its own default limit of open files allows.
+    crate::probe::raise_open_files();
     let mut frames = Frames::new();
     let blackhole = match chosen("long-address") {
         true => match crate::hostile_ports::Blackhole::open().await {
@@ -473,18 +531,18 @@ pub async fn run(args: HostileArgs) -> i32 {
             continue;
         }
         let churn = KINDS[kind] == "churn" && args.churn_rate > 0;
-        let pace =
-            if churn { Duration::from_secs_f64(args.per_kind as f64 / args.churn_rate as f64) } else { Duration::ZERO };
+        let count = per_kind(KINDS[kind]);
+        let pace = if churn { Duration::from_secs_f64(count as f64 / args.churn_rate as f64) } else { Duration::ZERO };
         let addr = match (churn, args.metrics_port) {
             (true, _) => args.churn_addr.clone().unwrap_or_else(|| args.addr.clone()),
             (false, Some(port)) if KINDS[kind].starts_with("http-") => format!("127.0.0.1:{port}"),
             _ => args.addr.clone(),
         };
-        let (per_kind, frames, kind_counts) = (args.per_kind, frames.clone(), kind_counts.clone());
+        let (frames, kind_counts) = (frames.clone(), kind_counts.clone());
         attackers.push(std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
             rt.block_on(async move {
-                let tasks: Vec<_> = (0..per_kind)
+                let tasks: Vec<_> = (0..count)
                     .map(|n| {
                         tokio::spawn(hostile((kind, n, pace), addr.clone(), frames.clone(), kind_counts.clone(), end))
                     })
@@ -495,6 +553,7 @@ pub async fn run(args: HostileArgs) -> i32 {
             })
         }));
     }
+    let health = args.metrics_port.map(|port| tokio::spawn(health_probes(port, end)));
     let sampler = PeakRss::start(args.server_pid, Duration::from_millis(50));
     let _ = tokio::task::spawn_blocking(move || attackers.into_iter().for_each(|a| drop(a.join()))).await;
     let peak = sampler.stop();
@@ -510,6 +569,10 @@ pub async fn run(args: HostileArgs) -> i32 {
         let _ = a.add(&s.attack);
         *failed += s.failed;
     }
+    let (health, health_failed, health_failing_ms) = match health {
+        Some(probes) => probes.await.unwrap_or_else(|_| (new_histogram(), 0, 0)),
+        None => (new_histogram(), 0, 0),
+    };
     let mut brokers = Vec::new();
     for r in reregistering {
         if let Ok(b) = r.await {
@@ -534,14 +597,17 @@ pub async fn run(args: HostileArgs) -> i32 {
     let pool = |name: &str| {
         metrics.as_deref().and_then(|t| metric(t, &format!("rocketns_memory_budget_capacity_bytes{{pool=\"{name}\"}}")))
     };
-    let hostile_connections = (args.per_kind * KINDS.iter().filter(|k| chosen(k)).count()) as u64;
+    let hostile_connections = KINDS.iter().map(|k| per_kind(k)).sum::<usize>() as u64;
+    // The HTTP port's connections are NOTICES_AND_HTTP's, at most 64 however many the fleet opens.
+    let remoting_connections =
+        KINDS.iter().filter(|k| !k.starts_with("http-")).map(|k| per_kind(k)).sum::<usize>() as u64;
     let bound = match (pool("requests"), pool("replies")) {
         (Some(requests), Some(replies)) => Some(
             quiet_rss
                 + requests as u64
                 + replies as u64
                 + AUDIT_QUEUE_AND_SAVE
-                + PER_CONNECTION * (hostile_connections + args.lookups as u64 + 8)
+                + PER_CONNECTION * (remoting_connections + args.lookups as u64 + 8)
                 + TABLE_PER_TOPIC * (args.real_topics as u64 + 300)
                 + NOTICES_AND_HTTP,
         ),
@@ -563,6 +629,10 @@ pub async fn run(args: HostileArgs) -> i32 {
     }
     for (name, h) in [("quiet, new connections", &fresh_quiet), ("attack, new connections", &fresh_attack)] {
         print_lookups(name, h);
+    }
+    if args.metrics_port.is_some() {
+        print_lookups("attack, GET /healthz", &health);
+        println!("  /healthz failed or over 1 s: {health_failed}, for at most {health_failing_ms} ms in a row");
     }
     let rc = &real_counts;
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -611,12 +681,13 @@ pub async fn run(args: HostileArgs) -> i32 {
         }
     }
     println!(
-        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{},"lookups_attack":{},"lookups_failed":{lookups_failed},"fresh_quiet":{},"fresh_attack":{},"fresh_failed":{fresh_failed},"reregistrations":{{"sent":{},"applied":{},"failed":{},"unanswered":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
+        r#"{{"hostile_connections":{hostile_connections},"quiet_rss":{quiet_rss},"peak_rss":{peak},"bound":{},"lookups_quiet":{},"lookups_attack":{},"lookups_failed":{lookups_failed},"fresh_quiet":{},"fresh_attack":{},"fresh_failed":{fresh_failed},"healthz":{},"healthz_failed":{health_failed},"healthz_failing_ms":{health_failing_ms},"reregistrations":{{"sent":{},"applied":{},"failed":{},"unanswered":{},"slowest_ms":{}}},"real_routed":{routed},"kinds":{{{}}}}}"#,
         bound.map_or("null".to_string(), |b| b.to_string()),
         stats_json(&quiet),
         stats_json(&attack),
         stats_json(&fresh_quiet),
         stats_json(&fresh_attack),
+        stats_json(&health),
         load(&rc.sent),
         load(&rc.applied),
         load(&rc.failed),
