@@ -6,7 +6,7 @@
 //! [`NameServer::with_lookup_runtime`] over one of the embedder's), and [`NameServer::run`] it until a
 //! shutdown future completes (where it runs, new connections are accepted and served until they settle);
 //! [`server::ServeError`] says why it stopped on its own. The controller alone (`--controller-only`) is
-//! [`Controller::bind`] and [`Controller::run`]; [`logging`] holds the process's log to a length and a rate,
+//! [`Controller::bind_alone`] and [`Controller::run`]; [`logging`] holds the process's log to a length and a rate,
 //! as the binary's. That is the whole public API. Everything else is internal
 //! (public only with the `testing` feature, for this crate's tests, benches, fuzz targets and load
 //! generator), one folder a concern, from the top down (`route`, `remoting` and `protocol`, the lookup

@@ -182,14 +182,10 @@ fn controller_only(config: &NamesrvConfig) -> ExitCode {
             Ok(s) => s,
             Err(e) => return failed(&format!("cannot install signal handlers: {e}")),
         };
-        let mut controller = match rocketns::Controller::bind(config) {
+        let controller = match rocketns::Controller::bind_alone(config) {
             Ok(c) => c,
             Err(e) => return failed(&e),
         };
-        match rocketns::ops::audit::AuditLog::open(&config.audit_log_path, std::sync::Arc::default()) {
-            Ok(audit) => controller.share_audit(std::sync::Arc::new(audit)),
-            Err(e) => return failed(&e),
-        }
         let addr = controller.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("The Controller Server boot success. serializeType={}, address {addr}", config.serialize_type);
         let (task, _own_runtime) = controller.start(signals.recv());

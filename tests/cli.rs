@@ -95,6 +95,39 @@ fn several_controller_nodes_without_a_secret_refuse_to_start() {
     );
 }
 
+/// `--controller-only` with fewer open files than the controller may hold (its 1,024 connections) refuses to
+/// start and says what it needs: a stranger's connections would otherwise take the descriptors its peers'
+/// accepts need (before, nothing was checked).
+#[test]
+fn controller_only_refuses_too_few_open_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let extra = format!(
+        "controllerDLegerGroup=g\ncontrollerDLegerPeers=n0-127.0.0.1:{}\ncontrollerDLegerSelfId=n0\n\
+         controllerStorePath={}\n",
+        common::free_port(),
+        dir.path().join("controller").display()
+    );
+    let file = common::properties_file(dir.path(), common::free_port(), &extra);
+    // The hard limit too, so that the server cannot raise it.
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -n 1024 && exec \"$0\" --controller-only -c \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_rocketns"))
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let Some(status) = common::exited(&mut child, Duration::from_secs(10)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("started with 1,024 files and served for 10 s");
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("RLIMIT_NOFILE") && stderr.contains("the controller needs"), "{stderr}");
+}
+
 /// Starts the binary, answers a request at the wire, and stops cleanly on the given signal. The client has
 /// gone by then: the shutdown log counts no open connection, and with no broker ever registered no route
 /// file is written.

@@ -42,7 +42,7 @@ stages=("${all[@]}")
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
 declare -A what=(
     [fmt]="cargo fmt --check of every crate, every tracked Rust file reached by it, and bare rustfmt file by file (tests/fmt.sh)"
-    [clippy]="cargo clippy, warnings denied (the library alone too: its API without test helpers)"
+    [clippy]="cargo clippy, warnings denied (the library and the server alone too: without test helpers)"
     [readme-run]="the README's first command, as cargo run -- -p"
     [test]="cargo test: unit, wire and real-binary tests"
     [ops-package]="the Debian package: built, systemd-analyze verify, dpkg -i, the unit's command served, removed"
@@ -72,7 +72,7 @@ done
 run_stage() {
     case $1 in
         fmt) bash tests/fmt.sh ;;
-        clippy) cargo clippy --all-targets --quiet -- -D warnings && cargo clippy -p rocketns --lib --quiet -- -D warnings ;;
+        clippy) cargo clippy --all-targets --quiet -- -D warnings && cargo clippy -p rocketns --lib --bins --quiet -- -D warnings ;;
         readme-run) cargo run --quiet -- -p > "$scratch/printed-config" && grep -q '^listenPort=9876$' "$scratch/printed-config" ;;
         test) cargo test --all-targets ;;
         ops-package) bash tests/ops/package.sh ;;

@@ -66,6 +66,10 @@ pub enum ControllerError {
     Runtime(std::io::Error),
     #[error("the controller's {task} ended: {reason}")]
     Ended { task: &'static str, reason: String },
+    #[error(transparent)]
+    Descriptors(#[from] crate::service::descriptors::TooFewDescriptors),
+    #[error("the controller's audit log: {0}")]
+    Audit(String),
     /// Asked to stop, it did.
     #[error("the controller stopped")]
     Stopped,
@@ -112,6 +116,18 @@ impl Drop for OwnRuntime {
 }
 
 impl Controller {
+    /// The controller alone, as `rocketns --controller-only` runs it (Java's `mqcontroller`): the process's
+    /// open-files limit is raised and checked against what the controller may hold, and its audit lines go
+    /// to an audit log of its own at `auditLogPath`.
+    pub fn bind_alone(config: &NamesrvConfig) -> Result<Controller, ControllerError> {
+        crate::service::descriptors::controller_only_in_this_process(config)?;
+        let mut controller = Controller::bind(config)?;
+        let audit = crate::ops::audit::AuditLog::open(&config.audit_log_path, Arc::default())
+            .map_err(|e| ControllerError::Audit(e.to_string()))?;
+        controller.share_audit(Arc::new(audit));
+        Ok(controller)
+    }
+
     /// Reads the settings and the store (the peers it was made with, the log, the last snapshot) and binds
     /// the port of this node's peer address on `bindAddress`.
     pub fn bind(config: &NamesrvConfig) -> Result<Controller, ControllerError> {

@@ -36,12 +36,14 @@ pub struct Descriptors {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "the process may open {limit} files (RLIMIT_NOFILE), fewer than the {need} this configuration needs with \
-     {MIN_CONNECTIONS} remoting connections: raise the limit (ulimit -n, LimitNOFILE=) or turn off what it does not use"
+    "the process may open {limit} files (RLIMIT_NOFILE), fewer than the {need} {what} needs: raise the limit \
+     (ulimit -n, LimitNOFILE=) or turn off what it does not use"
 )]
 pub struct TooFewDescriptors {
     pub limit: u64,
     pub need: u64,
+    /// What needs them: the configuration with its fewest remoting connections, or the controller alone.
+    pub what: &'static str,
 }
 
 impl Descriptors {
@@ -55,15 +57,41 @@ impl Descriptors {
             others += crate::outbound::notify::MAX_IN_FLIGHT as u64;
         }
         if config.enable_controller_in_namesrv {
-            let peers = config.controller_dleger_peers.split(';').filter(|p| !p.trim().is_empty()).count();
-            others += crate::controller::descriptors(peers);
+            others += controller(config);
         }
         let room = limit.saturating_sub(others);
         if room < MIN_CONNECTIONS {
-            return Err(TooFewDescriptors { limit, need: others + MIN_CONNECTIONS });
+            let what = "this configuration, with 64 remoting connections,";
+            return Err(TooFewDescriptors { limit, need: others + MIN_CONNECTIONS, what });
         }
         Ok(Descriptors { limit, remoting: config.server_max_connections.min(room), others })
     }
+}
+
+/// The controller's connections, its peers', notices and log files.
+fn controller(config: &NamesrvConfig) -> u64 {
+    let peers = config.controller_dleger_peers.split(';').filter(|p| !p.trim().is_empty()).count();
+    crate::controller::descriptors(peers)
+}
+
+/// With `--controller-only`, whether `limit` descriptors hold the controller's and the process's own
+/// files: none of the NameServer's are opened, and a controller short of descriptors would fail its
+/// peers' accepts rather than refuse strangers at its cap.
+pub fn fit_controller_only(config: &NamesrvConfig, limit: u64, cores: usize) -> Result<u64, TooFewDescriptors> {
+    let need = OWN_FILES + PER_CORE * cores as u64 + RESOLUTIONS + controller(config);
+    if limit < need {
+        return Err(TooFewDescriptors { limit, need, what: "the controller" });
+    }
+    Ok(need)
+}
+
+/// [`fit_controller_only`] with this process's limit, first raised to its hard limit.
+pub fn controller_only_in_this_process(config: &NamesrvConfig) -> Result<u64, TooFewDescriptors> {
+    if let Err(e) = raise_limit() {
+        tracing::warn!(error = %e, "the open-files limit could not be raised to its hard limit");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    fit_controller_only(config, current_limit(), cores)
 }
 
 impl Descriptors {
@@ -141,5 +169,16 @@ mod tests {
         assert!(refused.need > 1_024, "{refused}");
         assert!(refused.to_string().contains("RLIMIT_NOFILE"), "{refused}");
         assert!(Descriptors::fit(&controller, 4_096, 2).is_ok());
+    }
+
+    /// `--controller-only` needs the controller's descriptors and the process's own, no NameServer's:
+    /// a 1,024 limit is short of its 1,024 connections, and says so.
+    #[test]
+    fn the_controller_alone_needs_its_connections() {
+        let group = config("controllerDLegerPeers=n0-127.0.0.1:9878;n1-127.0.0.1:9879;n2-127.0.0.1:9880");
+        let refused = fit_controller_only(&group, 1_024, 2).unwrap_err();
+        assert!(refused.to_string().contains("the controller needs"), "{refused}");
+        let need = fit_controller_only(&group, 65_536, 2).unwrap();
+        assert_eq!(need, OWN_FILES + 2 * PER_CORE + RESOLUTIONS + crate::controller::descriptors(3));
     }
 }
