@@ -179,8 +179,12 @@ impl RouteSnapshot {
         match body {
             TableBody::ClusterInfo => Encoded::One(Bytes::from(self.encode_cluster_info())),
             TableBody::ClusterInfoStandard => {
-                // The wire form has fastjson's bare numeric keys; tools want standard JSON.
-                let wire = self.encode_cluster_info();
+                // The wire form has fastjson's bare numeric keys; tools want standard JSON. It is reused
+                // where the remoting port has encoded it for this snapshot already.
+                let wire = match self.derived.cluster_info.get() {
+                    Some(Encoded::One(wire)) => wire.to_vec(),
+                    _ => self.encode_cluster_info(),
+                };
                 let mut json = crate::protocol::lenient::quote_bare_keys(&wire).unwrap_or(wire);
                 json.push(b'\n');
                 Encoded::One(Bytes::from(json))
