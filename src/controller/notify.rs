@@ -62,7 +62,7 @@ pub async fn run(mut changes: mpsc::Receiver<RoleChange>) {
             let request = request.clone();
             tokio::spawn(async move {
                 let sent = async {
-                    let conn = PeerConnection::connect(&addr, TIMEOUT).await?;
+                    let conn = PeerConnection::connect_chosen(&addr, TIMEOUT).await?;
                     conn.oneway(request, TIMEOUT).await
                 };
                 if let Err(e) = sent.await {

@@ -45,10 +45,24 @@ pub struct PeerConnection {
 }
 
 impl PeerConnection {
-    /// Connects to `addr` (`host:port`), its host name resolved within `resolve`'s bound, giving up after
-    /// `timeout` (Java's `connectTimeoutMillis`).
+    /// Connects to `addr` (`host:port`) from the configuration (a controller peer, the product
+    /// environment's NameServer), giving up after `timeout` (Java's `connectTimeoutMillis`).
     pub async fn connect(addr: &str, timeout: Duration) -> Result<PeerConnection, OutboundError> {
+        PeerConnection::connect_with(addr, timeout, TcpStream::connect(addr)).await
+    }
+
+    /// Connects to `addr` (`host:port`) as a client chose it (a broker's address): its host name resolved
+    /// within `resolve`'s bound.
+    pub async fn connect_chosen(addr: &str, timeout: Duration) -> Result<PeerConnection, OutboundError> {
         let connect = async { TcpStream::connect(crate::outbound::resolve::resolve(addr).await?).await };
+        PeerConnection::connect_with(addr, timeout, connect).await
+    }
+
+    async fn connect_with(
+        addr: &str,
+        timeout: Duration,
+        connect: impl std::future::Future<Output = std::io::Result<TcpStream>>,
+    ) -> Result<PeerConnection, OutboundError> {
         let stream = match tokio::time::timeout(timeout, connect).await {
             Err(_) => return Err(OutboundError::ConnectTimeout { addr: addr.to_string(), ms: timeout.as_millis() }),
             Ok(Err(source)) => return Err(OutboundError::Connect { addr: addr.to_string(), source }),

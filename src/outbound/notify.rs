@@ -48,7 +48,7 @@ pub async fn run(mut notices: NoticeReceiver, metrics: Arc<Metrics>) {
             let (addr, request, metrics) = (addr.clone(), request.clone(), metrics.clone());
             sends.spawn(async move {
                 let sent = async {
-                    let conn = PeerConnection::connect(&addr, CONNECT_TIMEOUT).await?;
+                    let conn = PeerConnection::connect_chosen(&addr, CONNECT_TIMEOUT).await?;
                     conn.oneway(request, ONEWAY_TIMEOUT).await
                 };
                 match sent.await {

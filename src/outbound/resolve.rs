@@ -1,10 +1,13 @@
 //! Host names in addresses that clients chose. A broker may register any `brokerAddr`, and the 905
 //! notices (and the controller's) connect to it: an address with a host name is resolved by the system's
-//! resolver, on a blocking thread that a timeout cannot stop, with a descriptor or two of its own (the
-//! resolver's socket and files) for as long as it takes (tens of seconds for a name server that does not
-//! answer). At most [`MAX_RESOLUTIONS`] run at once, each holding its place until the resolver returns,
-//! whoever still waits for it; more are refused at once. Addresses that are IP literals, what brokers
-//! register on their defaults, never wait here.
+//! resolver, on a thread that a timeout cannot stop, with a descriptor or two of its own (the resolver's
+//! socket and files) for as long as it takes (tens of seconds for a name server that does not answer).
+//! At most [`MAX_RESOLUTIONS`] run at once, each on a thread of its own (not a runtime's blocking pool,
+//! whose threads registrations need and whose runtime would wait for it to stop), holding its place
+//! until the resolver returns, whoever still waits for it; more are refused at once. Addresses that are IP
+//! literals, what brokers register on their defaults, never wait here. Addresses from the configuration
+//! (the controller's peers, the product environment's NameServers) do not take these places: a broker
+//! cannot keep a controller from reaching its peers.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, LazyLock};
@@ -46,16 +49,20 @@ impl Resolver {
         let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not host:port");
         let (host, port) = addr.rsplit_once(':').ok_or_else(invalid)?;
         let port: u16 = port.parse().map_err(|_| invalid())?;
+        // An IPv6 literal without brackets (`::1:10911`), as Java's address parsing takes it.
+        if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+            return Ok(SocketAddr::new(ip, port));
+        }
         let Ok(place) = self.places.clone().try_acquire_owned() else {
             let busy = format!("{} host names are being resolved already", self.bound);
             return Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, busy));
         };
         let (host, lookup) = (host.to_string(), self.lookup);
-        let resolved = tokio::task::spawn_blocking(move || {
-            let resolved = lookup(&host, port);
+        let (send, resolved) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new().name("rocketns-resolve".into()).spawn(move || {
+            let _ = send.send(lookup(&host, port));
             drop(place);
-            resolved
-        });
+        })?;
         let first = resolved.await.map_err(std::io::Error::other)??.into_iter().next();
         first.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "the host name has no address"))
     }
@@ -71,7 +78,7 @@ mod tests {
     /// The slow lookup below hangs, as a resolver whose name server does not answer, until this is set.
     static ANSWERING: AtomicBool = AtomicBool::new(false);
 
-    /// Lets the hung lookups return however the test ends: the runtime waits for its blocking threads.
+    /// Lets the hung lookups' threads end however the test ends.
     struct Answer;
 
     impl Drop for Answer {
@@ -101,6 +108,7 @@ mod tests {
         let refused = third.expect("refused at once, not waiting for a place").unwrap_err();
         assert_eq!(refused.kind(), std::io::ErrorKind::WouldBlock, "{refused}");
         assert_eq!(resolver.resolve("10.0.0.1:10911").await.unwrap(), "10.0.0.1:10911".parse().unwrap());
+        assert_eq!(resolver.resolve("::1:10911").await.unwrap(), "[::1]:10911".parse().unwrap());
         assert_eq!(resolver.resolve("not-an-address").await.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
         drop(answer);
         let places = resolver.places.clone();

@@ -51,7 +51,8 @@ impl Descriptors {
     pub fn fit(config: &NamesrvConfig, limit: u64, cores: usize) -> Result<Descriptors, TooFewDescriptors> {
         let mut others = OWN_FILES + PER_CORE * cores as u64 + REFUSALS + RESOLUTIONS;
         if config.metrics_port != 0 {
-            others += crate::ops::http_listener::DESCRIPTORS as u64 + 1;
+            // Its connections, its listener, and one accepted to be refused while all are held.
+            others += crate::ops::http_listener::DESCRIPTORS as u64 + 2;
         }
         if config.notify_min_broker_id_changed {
             others += crate::outbound::notify::MAX_IN_FLIGHT as u64;
@@ -119,7 +120,7 @@ impl Descriptors {
 
 /// Raises the process's soft limit of open files to its hard limit, and returns it: the budget is shared
 /// out of what the process may have.
-fn raise_limit() -> std::io::Result<u64> {
+pub fn raise_limit() -> std::io::Result<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current != limit.maximum {
@@ -155,7 +156,7 @@ mod tests {
         assert_eq!(fits.remoting, 50_000);
         let all = config("metricsPort=9877\nnotifyMinBrokerIdChanged=true");
         let small = Descriptors::fit(&all, 1_024, 2).unwrap();
-        assert_eq!(small.others, OWN_FILES + 2 * PER_CORE + REFUSALS + RESOLUTIONS + 81 + 16);
+        assert_eq!(small.others, OWN_FILES + 2 * PER_CORE + REFUSALS + RESOLUTIONS + 82 + 16);
         assert_eq!(small.remoting + small.others, 1_024);
         let held = config("serverMaxConnections=500");
         assert_eq!(Descriptors::fit(&held, 1_024, 2).unwrap().remoting, 500);

@@ -378,46 +378,6 @@ async fn fresh_lookups(addr: String, real_topics: usize, attack_from: Instant, e
     stats
 }
 
-/// What an orchestrator's health probe gets from the HTTP port under the attack: `GET /healthz` on a new
-/// connection from 127.0.0.1 every [`HEALTH_EVERY`], each within 1 s (Kubernetes' default probe timeout)
-/// or failed, and the longest time (ms) from a failed probe to the next answered one: Kubernetes restarts a
-/// container after 3 failures in a row (`failureThreshold`), 10 s apart (`periodSeconds`). The attack's
-/// HTTP kinds hold every place they can from addresses of their own.
-async fn health_probes(port: u16, end: Instant) -> (hdrhistogram::Histogram<u64>, u64, u64) {
-    let (mut answered, mut failed, mut failing_since, mut longest) = (new_histogram(), 0, None, 0);
-    let mut next = Instant::now();
-    while Instant::now() < end {
-        tokio::time::sleep_until(next).await;
-        next += HEALTH_EVERY;
-        let asked = Instant::now();
-        let probe = async {
-            let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
-            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
-            let mut reply = Vec::new();
-            s.read_to_end(&mut reply).await?;
-            std::io::Result::Ok(reply.starts_with(b"HTTP/1.1 200"))
-        };
-        match tokio::time::timeout(Duration::from_secs(1), probe).await {
-            Ok(Ok(true)) => {
-                let _ = answered.record((asked.elapsed().as_nanos() as u64).max(1_000));
-                if let Some(since) = failing_since.take() {
-                    longest = longest.max(asked.duration_since(since).as_millis() as u64);
-                }
-            }
-            _ => {
-                failed += 1;
-                failing_since.get_or_insert(asked);
-            }
-        }
-    }
-    if let Some(since) = failing_since {
-        longest = longest.max(since.elapsed().as_millis() as u64);
-    }
-    (answered, failed, longest)
-}
-
-const HEALTH_EVERY: Duration = Duration::from_millis(250);
-
 /// How often `fresh_lookups` opens a connection.
 const FRESH_EVERY: Duration = Duration::from_millis(20);
 
@@ -477,7 +437,9 @@ pub async fn run(args: HostileArgs) -> i32 {
         if chosen(kind) { count } else { 0 }
     };
     // The fleet may hold more connections than its own default limit of open files allows.
-    crate::probe::raise_open_files();
+    if let Err(e) = rocketns::service::descriptors::raise_limit() {
+        eprintln!("hostile: the open-files limit stays as it was: {e}");
+    }
     let mut frames = Frames::new();
     let blackhole = match chosen("long-address") {
         true => match crate::hostile_ports::Blackhole::open().await {
@@ -553,7 +515,7 @@ pub async fn run(args: HostileArgs) -> i32 {
             })
         }));
     }
-    let health = args.metrics_port.map(|port| tokio::spawn(health_probes(port, end)));
+    let health = args.metrics_port.map(|port| tokio::spawn(crate::hostile_ports::health_probes(port, end)));
     let sampler = PeakRss::start(args.server_pid, Duration::from_millis(50));
     let _ = tokio::task::spawn_blocking(move || attackers.into_iter().for_each(|a| drop(a.join()))).await;
     let peak = sampler.stop();
@@ -674,6 +636,7 @@ pub async fn run(args: HostileArgs) -> i32 {
             "rocketns_client_log_lines_dropped_total",
             "rocketns_log_lines_dropped_total",
             "rocketns_http_connections_refused_total",
+            "rocketns_http_connections_evicted_total",
             "rocketns_min_broker_id_notices_dropped_total",
         ];
         for name in show {

@@ -6,7 +6,8 @@
 //! - `config-flood`: UPDATE_NAMESRV_CONFIG with a 15,000-character value, which the server warns about (a
 //!   small frame: a larger one waits for room behind the trickles, as it should);
 //! - `http-trickle`: the HTTP port, a request header a byte a second (a connection closed within 5 s was
-//!   refused a place, counted as refused; one closed later, at the header timeout, as closed by the server);
+//!   refused a place or gave it to a newcomer, counted as refused; one closed later, at the header
+//!   timeout, as closed by the server);
 //! - `http-nonreader`: the HTTP port, `/cluster` asked and never read;
 //! - `http-cluster`: the HTTP port, `/cluster` asked and read, again and again.
 
@@ -16,6 +17,9 @@ use rocketns::remoting::RemotingCommand;
 use rocketns::testing::wire::request;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::driver::new_histogram;
 
 use crate::wire::register_request;
 use crate::{encode, read_reply};
@@ -148,7 +152,8 @@ pub async fn session(
     }
 }
 
-/// A trickled connection closed sooner than this was refused a place: the server's header timeout is 10 s.
+/// A trickled connection closed sooner than this was refused a place, or gave its place to a newcomer:
+/// the server's header timeout is 10 s.
 const REFUSED_WITHIN: Duration = Duration::from_secs(5);
 
 /// Whether the peer has closed `s` (a read that returns at once with nothing).
@@ -156,3 +161,43 @@ async fn closed(s: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
     matches!(tokio::time::timeout(Duration::from_millis(1), s.read(&mut byte)).await, Ok(Ok(0) | Err(_)))
 }
+
+/// What an orchestrator's health probe gets from the HTTP port under the attack: `GET /healthz` on a new
+/// connection from 127.0.0.1 every [`HEALTH_EVERY`], each within 1 s (Kubernetes' default probe timeout)
+/// or failed, and the longest time (ms) from a failed probe to the next answered one: Kubernetes restarts a
+/// container after 3 failures in a row (`failureThreshold`), 10 s apart (`periodSeconds`). The attack's
+/// HTTP kinds hold every place they can from addresses of their own.
+pub async fn health_probes(port: u16, end: Instant) -> (hdrhistogram::Histogram<u64>, u64, u64) {
+    let (mut answered, mut failed, mut failing_since, mut longest) = (new_histogram(), 0, None, 0);
+    let mut next = Instant::now();
+    while Instant::now() < end {
+        tokio::time::sleep_until(next).await;
+        next += HEALTH_EVERY;
+        let asked = Instant::now();
+        let probe = async {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
+            let mut reply = Vec::new();
+            s.read_to_end(&mut reply).await?;
+            std::io::Result::Ok(reply.starts_with(b"HTTP/1.1 200"))
+        };
+        match tokio::time::timeout(Duration::from_secs(1), probe).await {
+            Ok(Ok(true)) => {
+                let _ = answered.record((asked.elapsed().as_nanos() as u64).max(1_000));
+                if let Some(since) = failing_since.take() {
+                    longest = longest.max(asked.duration_since(since).as_millis() as u64);
+                }
+            }
+            _ => {
+                failed += 1;
+                failing_since.get_or_insert(asked);
+            }
+        }
+    }
+    if let Some(since) = failing_since {
+        longest = longest.max(since.elapsed().as_millis() as u64);
+    }
+    (answered, failed, longest)
+}
+
+const HEALTH_EVERY: Duration = Duration::from_millis(250);

@@ -88,19 +88,6 @@ pub async fn paced_lookups(
     failed
 }
 
-/// Raises this process's soft limit of open files to its hard limit, for fleets that hold more
-/// connections than the usual 1,024; where it cannot, the fleet's connects fail and are counted.
-pub fn raise_open_files() {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut limit = getrlimit(Resource::Nofile);
-    if limit.current != limit.maximum {
-        limit.current = limit.maximum;
-        if let Err(e) = setrlimit(Resource::Nofile, limit) {
-            eprintln!("the open-files limit stays {:?}: {e}", getrlimit(Resource::Nofile).current);
-        }
-    }
-}
-
 /// The server's resident set now, and its peak since the last reset, in bytes.
 pub fn rss(pid: u32) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
