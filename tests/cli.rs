@@ -62,6 +62,22 @@ fn help_and_bad_values() {
     assert!(!out.status.success());
 }
 
+/// Runs `command`, which should refuse to start: its standard error once it has exited unsuccessfully
+/// (the test fails if it still serves after 10 s, `how` saying with what).
+fn refused_to_start(command: &mut Command, how: &str) -> String {
+    let mut child =
+        command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().expect("run");
+    let Some(status) = common::exited(&mut child, Duration::from_secs(10)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("started {how} and served for 10 s");
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    stderr
+}
+
 /// A controller group of several nodes proves its Raft frames with `controllerPeerSecretFile`: without one
 /// (nor `controllerAllowUnsignedPeers=true`) the node refuses to start and says what to set.
 #[test]
@@ -74,21 +90,7 @@ fn several_controller_nodes_without_a_secret_refuse_to_start() {
         dir.path().join("controller").display()
     );
     let file = common::properties_file(dir.path(), 0, &extra);
-    let mut child = rocketns()
-        .arg("-c")
-        .arg(&file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run");
-    let Some(status) = common::exited(&mut child, Duration::from_secs(10)) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("started and served for 10 s without a secret");
-    };
-    assert!(!status.success());
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).unwrap();
+    let stderr = refused_to_start(rocketns().arg("-c").arg(&file), "without a secret");
     assert!(
         stderr.contains("controllerPeerSecretFile") && stderr.contains("controllerAllowUnsignedPeers=true"),
         "{stderr}"
@@ -109,22 +111,9 @@ fn controller_only_refuses_too_few_open_files() {
     );
     let file = common::properties_file(dir.path(), common::free_port(), &extra);
     // The hard limit too, so that the server cannot raise it.
-    let mut child = Command::new("sh")
-        .args(["-c", "ulimit -n 1024 && exec \"$0\" --controller-only -c \"$1\""])
-        .arg(env!("CARGO_BIN_EXE_rocketns"))
-        .arg(&file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run");
-    let Some(status) = common::exited(&mut child, Duration::from_secs(10)) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("started with 1,024 files and served for 10 s");
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).unwrap();
-    assert!(!status.success(), "{stderr}");
+    let mut command = Command::new("sh");
+    command.args(["-c", "ulimit -n 1024 && exec \"$0\" --controller-only -c \"$1\""]);
+    let stderr = refused_to_start(command.arg(env!("CARGO_BIN_EXE_rocketns")).arg(&file), "with 1,024 files");
     assert!(stderr.contains("RLIMIT_NOFILE") && stderr.contains("the controller needs"), "{stderr}");
 }
 
