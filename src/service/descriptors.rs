@@ -49,7 +49,7 @@ pub struct TooFewDescriptors {
 impl Descriptors {
     /// How `limit` descriptors are shared under `config` on `cores` cores.
     pub fn fit(config: &NamesrvConfig, limit: u64, cores: usize) -> Result<Descriptors, TooFewDescriptors> {
-        let mut others = OWN_FILES + PER_CORE * cores as u64 + REFUSALS + RESOLUTIONS;
+        let mut others = own(cores) + REFUSALS;
         if config.metrics_port != 0 {
             // Its connections, its listener, and one accepted to be refused while all are held.
             others += crate::ops::http_listener::DESCRIPTORS as u64 + 2;
@@ -69,6 +69,20 @@ impl Descriptors {
     }
 }
 
+/// What the process holds whatever it serves: its own files, its runtimes', host names being resolved.
+fn own(cores: usize) -> u64 {
+    OWN_FILES + PER_CORE * cores as u64 + RESOLUTIONS
+}
+
+/// This process's limit, first raised to its hard limit as the JVM raises it (`-XX:+MaxFDLimit`), and
+/// its cores.
+fn this_process() -> (u64, usize) {
+    if let Err(e) = raise_limit() {
+        tracing::warn!(error = %e, "the open-files limit could not be raised to its hard limit");
+    }
+    (current_limit(), std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// The controller's connections, its peers', notices and log files.
 fn controller(config: &NamesrvConfig) -> u64 {
     let peers = config.controller_dleger_peers.split(';').filter(|p| !p.trim().is_empty()).count();
@@ -79,7 +93,7 @@ fn controller(config: &NamesrvConfig) -> u64 {
 /// files: none of the NameServer's are opened, and a controller short of descriptors would fail its
 /// peers' accepts rather than refuse strangers at its cap.
 pub fn fit_controller_only(config: &NamesrvConfig, limit: u64, cores: usize) -> Result<u64, TooFewDescriptors> {
-    let need = OWN_FILES + PER_CORE * cores as u64 + RESOLUTIONS + controller(config);
+    let need = own(cores) + controller(config);
     if limit < need {
         return Err(TooFewDescriptors { limit, need, what: "the controller" });
     }
@@ -88,22 +102,16 @@ pub fn fit_controller_only(config: &NamesrvConfig, limit: u64, cores: usize) -> 
 
 /// [`fit_controller_only`] with this process's limit, first raised to its hard limit.
 pub fn controller_only_in_this_process(config: &NamesrvConfig) -> Result<u64, TooFewDescriptors> {
-    if let Err(e) = raise_limit() {
-        tracing::warn!(error = %e, "the open-files limit could not be raised to its hard limit");
-    }
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    fit_controller_only(config, current_limit(), cores)
+    let (limit, cores) = this_process();
+    fit_controller_only(config, limit, cores)
 }
 
 impl Descriptors {
-    /// [`Descriptors::fit`] with this process's limit, first raised to its hard limit as the JVM raises it
-    /// (`-XX:+MaxFDLimit`), and its cores; the log says when `serverMaxConnections` is lowered.
+    /// [`Descriptors::fit`] with this process's limit, first raised to its hard limit, and its cores; the
+    /// log says when `serverMaxConnections` is lowered.
     pub fn of_this_process(config: &NamesrvConfig) -> Result<Descriptors, TooFewDescriptors> {
-        if let Err(e) = raise_limit() {
-            tracing::warn!(error = %e, "the open-files limit could not be raised to its hard limit");
-        }
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let fits = Descriptors::fit(config, current_limit(), cores)?;
+        let (limit, cores) = this_process();
+        let fits = Descriptors::fit(config, limit, cores)?;
         if fits.remoting < config.server_max_connections {
             tracing::warn!(
                 open_files = fits.limit,
