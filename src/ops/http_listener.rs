@@ -87,9 +87,10 @@ pub async fn serve(listener: TcpListener, router: axum::Router, metrics: Arc<Met
 
 /// The port's places: [`MAX_CONNECTIONS`] in all, [`PER_SOURCE`] an address, shared fairly between
 /// addresses. When all are held, a newcomer from an address that holds fewer than some other takes the
-/// oldest place of the address that holds the most, which is closed: an orchestrator's health probe from
-/// an address of its own always gets in, however many addresses an attacker fills the port from (before,
-/// four addresses' 64 trickled connections left `/healthz` unanswered, 60 probes of 61 failed).
+/// oldest place of the addresses that hold the most, which is closed: an orchestrator's health probe from
+/// an address of its own gets in however many places a few addresses hold (before, four addresses' 64
+/// trickled connections left `/healthz` unanswered, 60 probes of 61 failed). Against churn from more
+/// addresses than places, a place lasts 64 arrivals and some probes fail (SECURITY.md has the figures).
 struct Places {
     table: Arc<Mutex<Table>>,
     descriptors: Arc<Semaphore>,
