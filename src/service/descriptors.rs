@@ -103,7 +103,11 @@ pub fn fit_controller_only(config: &NamesrvConfig, limit: u64, cores: usize) -> 
 /// [`fit_controller_only`] with this process's limit, first raised to its hard limit.
 pub fn controller_only_in_this_process(config: &NamesrvConfig) -> Result<u64, TooFewDescriptors> {
     let (limit, cores) = this_process();
-    fit_controller_only(config, limit, cores)
+    let need = fit_controller_only(config, limit, cores)?;
+    if let Err(e) = size_table(need) {
+        tracing::warn!(error = %e, "the descriptor table was not sized at start: it grows as connections come");
+    }
+    Ok(need)
 }
 
 impl Descriptors {
@@ -122,8 +126,25 @@ impl Descriptors {
                 fits.limit
             );
         }
+        if let Err(e) = size_table(fits.remoting + fits.others) {
+            tracing::warn!(error = %e, "the descriptor table was not sized at start: it grows as connections come");
+        }
         Ok(fits)
     }
+}
+
+/// Sizes the kernel's descriptor table of this process for `count` descriptors at once, so that it never
+/// grows while connections arrive. The kernel doubles the table when a new descriptor does not fit, and
+/// in a process of many threads the doubling waits for an RCU grace period, with every thread that opens a
+/// descriptor meanwhile waiting too: under the hostile fleet the intake's `accept4` waited 13-15 ms each
+/// time, three times within 70 ms as 1,800 connections arrived, and lookups on new connections with it
+/// (issue 44). The table costs the kernel 8 bytes a descriptor (512 KiB for 65,536) and never shrinks;
+/// opening one descriptor at the highest number grows it at once, and closing it keeps the size.
+pub fn size_table(count: u64) -> std::io::Result<()> {
+    let highest = count.saturating_sub(1).min(i32::MAX as u64) as i32;
+    let probe = std::fs::File::open("/dev/null")?;
+    drop(rustix::io::fcntl_dupfd_cloexec(&probe, highest)?);
+    Ok(())
 }
 
 /// Raises the process's soft limit of open files to its hard limit, and returns it: the budget is shared
