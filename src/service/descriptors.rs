@@ -138,14 +138,20 @@ impl Descriptors {
 /// in a process of many threads the doubling waits for an RCU grace period, with every thread that opens a
 /// descriptor meanwhile waiting too: under the hostile fleet the intake's `accept4` waited 13-15 ms each
 /// time, three times within 70 ms as 1,800 connections arrived, and lookups on new connections with it
-/// (issue 44). The table costs the kernel 8 bytes a descriptor (512 KiB for 65,536) and never shrinks;
-/// opening one descriptor at the highest number grows it at once, and closing it keeps the size.
+/// (issue 44). The table costs the kernel 8 bytes a descriptor, rounded up to a power of two (512 KiB
+/// for 65,536), and never shrinks, so it is sized for at most [`TABLE_SIZED_FOR`]; opening one descriptor
+/// at the highest number grows it at once, and closing it keeps the size.
 pub fn size_table(count: u64) -> std::io::Result<()> {
-    let highest = count.saturating_sub(1).min(i32::MAX as u64) as i32;
-    let probe = std::fs::File::open("/dev/null")?;
+    let highest = count.min(TABLE_SIZED_FOR).saturating_sub(1) as i32;
+    // The root directory, which every process can open (/dev/null may be missing in a container).
+    let probe = std::fs::File::open("/")?;
     drop(rustix::io::fcntl_dupfd_cloexec(&probe, highest)?);
     Ok(())
 }
+
+/// Descriptors the table is sized for at most at start (8 MiB of kernel memory): a larger budget, from
+/// a raised `serverMaxConnections` and limit, grows the table as connections come.
+pub const TABLE_SIZED_FOR: u64 = 1 << 20;
 
 /// Raises the process's soft limit of open files to its hard limit, and returns it: the budget is shared
 /// out of what the process may have.
