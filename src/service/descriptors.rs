@@ -104,9 +104,7 @@ pub fn fit_controller_only(config: &NamesrvConfig, limit: u64, cores: usize) -> 
 pub fn controller_only_in_this_process(config: &NamesrvConfig) -> Result<u64, TooFewDescriptors> {
     let (limit, cores) = this_process();
     let need = fit_controller_only(config, limit, cores)?;
-    if let Err(e) = size_table(need) {
-        tracing::warn!(error = %e, "the descriptor table was not sized at start: it grows as connections come");
-    }
+    size_table(need);
     Ok(need)
 }
 
@@ -126,9 +124,7 @@ impl Descriptors {
                 fits.limit
             );
         }
-        if let Err(e) = size_table(fits.remoting + fits.others) {
-            tracing::warn!(error = %e, "the descriptor table was not sized at start: it grows as connections come");
-        }
+        size_table(fits.remoting + fits.others);
         Ok(fits)
     }
 }
@@ -141,17 +137,19 @@ impl Descriptors {
 /// (issue 44). The table costs the kernel 8 bytes a descriptor, rounded up to a power of two (512 KiB
 /// for 65,536), and never shrinks, so it is sized for at most [`TABLE_SIZED_FOR`]; opening one descriptor
 /// at the highest number grows it at once, and closing it keeps the size.
-pub fn size_table(count: u64) -> std::io::Result<()> {
+/// A table that cannot be sized is said in the log; it grows as before.
+fn size_table(count: u64) {
     let highest = count.min(TABLE_SIZED_FOR).saturating_sub(1) as i32;
     // The root directory, which every process can open (/dev/null may be missing in a container).
-    let probe = std::fs::File::open("/")?;
-    drop(rustix::io::fcntl_dupfd_cloexec(&probe, highest)?);
-    Ok(())
+    let sized = std::fs::File::open("/").and_then(|probe| Ok(rustix::io::fcntl_dupfd_cloexec(&probe, highest)?));
+    if let Err(e) = sized {
+        tracing::warn!(error = %e, "the descriptor table was not sized at start: it grows as connections come");
+    }
 }
 
 /// Descriptors the table is sized for at most at start (8 MiB of kernel memory): a larger budget, from
 /// a raised `serverMaxConnections` and limit, grows the table as connections come.
-pub const TABLE_SIZED_FOR: u64 = 1 << 20;
+const TABLE_SIZED_FOR: u64 = 1 << 20;
 
 /// Raises the process's soft limit of open files to its hard limit, and returns it: the budget is shared
 /// out of what the process may have.

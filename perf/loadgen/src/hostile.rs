@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::driver::new_histogram;
 use crate::probe::{PeakRss, lookup, lookup_thread, paced_lookups, print_lookups, rss, stats_json};
 use crate::wire::register_request;
-use crate::{encode, read_reply};
+use crate::{encode, read_reply, write_in_pieces};
 
 /// Run the hostile fleet.
 #[derive(Args)]
@@ -194,21 +194,6 @@ fn zlib_bomb() -> Vec<u8> {
     let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
     let _ = z.write_all(&raw);
     z.finish().unwrap_or_default()
-}
-
-/// The most one send hands the kernel. Over loopback a send also does the receiving side's work, in the
-/// sender's context: 4 MB of a trickle's 15 MiB frame kept the fleet's core in the kernel for 6-11 ms at
-/// a time (traced, on a kernel without preemption), and the lookups' thread waited for it however high
-/// its priority, so the fleet's own sending was measured as the server's latency. The server reads the
-/// same stream either way.
-const PIECE: usize = 64 * 1024;
-
-/// `write_all` at most [`PIECE`] bytes a send.
-async fn write_in_pieces(s: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
-    for piece in bytes.chunks(PIECE) {
-        s.write_all(piece).await?;
-    }
-    Ok(())
 }
 
 /// One hostile connection of `kind`, session after session, until `end`, a session every `pace` at most.

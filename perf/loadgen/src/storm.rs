@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::driver::new_histogram;
 use crate::probe::{PeakRss, lookup, lookup_thread, paced_lookups, print_lookups, rss, stats_json};
 use crate::wire::register_request;
-use crate::{encode, read_reply};
+use crate::{encode, read_reply, write_in_pieces};
 
 /// Run a registration storm.
 #[derive(Args)]
@@ -165,9 +165,7 @@ async fn first_try(
         let _ = s.set_nodelay(true);
         // In pieces a NIC would hand over at once: one write of megabytes is copied in the sender's system
         // call without a pause, and with `--lookup-cpu` the sender shares the server's core.
-        for piece in frame.chunks(64 * 1024) {
-            s.write_all(piece).await?;
-        }
+        write_in_pieces(&mut s, &frame).await?;
         let reply = read_reply(&mut s).await?;
         Ok::<_, std::io::Error>((reply.code, s))
     };
