@@ -275,6 +275,10 @@ namesrv_config! {
     route_snapshot_path: String = String::new() => "routeSnapshotPath",
     /// How often the route snapshot file is rewritten (when the routes changed), in seconds.
     route_snapshot_interval_seconds: u64 = 30 => "routeSnapshotIntervalSeconds",
+    /// The other NameServers of this cluster (`host:port`, `;`-separated, Java or rocketns). A node that
+    /// starts without a route file copies the routes of the first that answers before it opens its port
+    /// (src/service/peer_copy.rs).
+    namesrv_peers: String = String::new() => "namesrvPeers",
     /// Header encoding of replies, `JSON` (what every client reads, and the only one the C++ client reads) or
     /// `ROCKETMQ`; Java's `rocketmq.serialize.type`. The environment variable `ROCKETMQ_SERIALIZE_TYPE`
     /// sets the default, as for Java.

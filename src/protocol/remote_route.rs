@@ -42,6 +42,49 @@ struct BrokerDataJson {
     enable_acting_master: Option<bool>,
 }
 
+impl BrokerDataJson {
+    fn into_broker(self) -> BrokerData {
+        BrokerData {
+            cluster: Arc::from(self.cluster.as_deref().unwrap_or_default()),
+            broker_name: Arc::from(self.broker_name.as_deref().unwrap_or_default()),
+            broker_addrs: self.broker_addrs.unwrap_or_default().into_iter().map(|(id, a)| (id, Arc::from(a))).collect(),
+            zone_name: self.zone_name.map(Arc::from),
+            enable_acting_master: self.enable_acting_master.unwrap_or(false),
+        }
+    }
+}
+
+/// A ClusterInfo (GET_BROKER_CLUSTER_INFO's body) another NameServer sent: its brokers and clusters.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RemoteClusterInfo {
+    pub brokers: Vec<BrokerData>,
+    pub clusters: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterInfoJson {
+    #[serde(default)]
+    broker_addr_table: Option<BTreeMap<String, BrokerDataJson>>,
+    #[serde(default)]
+    cluster_addr_table: Option<BTreeMap<String, Vec<String>>>,
+}
+
+impl RemoteClusterInfo {
+    pub fn decode(body: &[u8]) -> serde_json::Result<RemoteClusterInfo> {
+        let json: ClusterInfoJson = lenient::from_fastjson_slice(body)?;
+        Ok(RemoteClusterInfo {
+            brokers: json
+                .broker_addr_table
+                .unwrap_or_default()
+                .into_values()
+                .map(BrokerDataJson::into_broker)
+                .collect(),
+            clusters: json.cluster_addr_table.unwrap_or_default(),
+        })
+    }
+}
+
 /// The route, as this server re-encodes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteRoute {
@@ -67,23 +110,7 @@ impl RemoteRoute {
                 topic_sys_flag: q.topic_sys_flag,
             })
             .collect();
-        let broker_datas = json
-            .broker_datas
-            .unwrap_or_default()
-            .into_iter()
-            .map(|b| BrokerData {
-                cluster: Arc::from(b.cluster.as_deref().unwrap_or_default()),
-                broker_name: Arc::from(b.broker_name.as_deref().unwrap_or_default()),
-                broker_addrs: b
-                    .broker_addrs
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(id, a)| (id, Arc::from(a)))
-                    .collect(),
-                zone_name: b.zone_name.map(Arc::from),
-                enable_acting_master: b.enable_acting_master.unwrap_or(false),
-            })
-            .collect();
+        let broker_datas = json.broker_datas.unwrap_or_default().into_iter().map(BrokerDataJson::into_broker).collect();
         Ok(RemoteRoute {
             order_topic_conf: json.order_topic_conf,
             queue_datas,

@@ -92,6 +92,8 @@ impl NameServer {
         config_file: Option<PathBuf>,
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
+        // Before the port opens: until the copy is in, a client's connection fails and it tries another.
+        let copied = peer_routes(&config).await;
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
         let backlog = u32::try_from(config.server_socket_backlog).unwrap_or(1024).max(1);
         let listener = listen(&addr, backlog).await.map_err(|source| StartError::Listen { addr, source })?;
@@ -102,7 +104,7 @@ impl NameServer {
                 Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?)
             }
         };
-        Self::start(config, config_file, client_properties, listener, metrics_listener)
+        Self::start(config, config_file, client_properties, listener, metrics_listener, copied)
     }
 
     /// Like `bind_with`, but takes the listening sockets over from the rocketns process serving with the
@@ -114,7 +116,7 @@ impl NameServer {
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
         let taken = crate::service::upgrade::take_over(&config.upgrade_socket_path).await?;
-        let mut server = Self::start(config, config_file, client_properties, taken.remoting, taken.metrics)?;
+        let mut server = Self::start(config, config_file, client_properties, taken.remoting, taken.metrics, None)?;
         server.predecessor = Some(taken.predecessor);
         Ok(server)
     }
@@ -125,6 +127,7 @@ impl NameServer {
         client_properties: ClientProperties,
         listener: TcpListener,
         metrics_listener: Option<TcpListener>,
+        copied_routes: Option<Vec<u8>>,
     ) -> Result<Self, StartError> {
         let descriptors = Descriptors::of_this_process(&config)?;
         let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
@@ -134,6 +137,7 @@ impl NameServer {
         let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
         let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
         let saved = if config.warm_restart { read_route_snapshot(&config.route_snapshot_file()) } else { None };
+        let saved = saved.or(copied_routes);
         let (routes, writer) = route_table(initial, saved.as_deref(), capacity);
         let metrics_socket = match &metrics_listener {
             Some(l) => Some(l.as_fd().try_clone_to_owned().map_err(|source| StartError::Listen {
@@ -361,6 +365,15 @@ async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
 }
 
 /// The route snapshot file's content, if there is one to read.
+/// A peer's routes (`namesrvPeers`), where this start has peers and no route file of its own to serve.
+async fn peer_routes(config: &NamesrvConfig) -> Option<Vec<u8>> {
+    let own_file = config.warm_restart && config.route_snapshot_file().exists();
+    if config.namesrv_peers.trim().is_empty() || own_file {
+        return None;
+    }
+    crate::service::peer_copy::copy_from_peers(&config.namesrv_peers).await
+}
+
 fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
     crate::store::fsutil::remove_stale_temporaries(path);
     match std::fs::read(path) {

@@ -30,7 +30,7 @@ broker_b_pid=$BROKER_PID
 normalize() {
     normalize_mqadmin '/^(rocketmqHome|kvConfigPath|configStorePath|listenPort|bindAddress) *=/d' \
         '/^(aclCredentialsPath|aclEnable|aclProtectReads|frameMaxLength|largeFrameBufferBytes) *=/d' \
-        '/^(largeFrameTimeoutMillis|metricsPort|routeSnapshotIntervalSeconds|routeSnapshotPath) *=/d' \
+        '/^(largeFrameTimeoutMillis|metricsPort|namesrvPeers|routeSnapshotIntervalSeconds|routeSnapshotPath) *=/d' \
         '/^(serializeType|serverMaxConnections|tls\.server\.[a-zA-Z]+|warmRestart) *=/d' \
         '/^(auditLogPath|logFormat|upgradeSocketPath|largeReplyBufferBytes|largeReplyBytesPerSecond) *=/d'
 }
