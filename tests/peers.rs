@@ -176,3 +176,20 @@ async fn a_truncated_topic_list_is_no_copy() {
     assert_eq!(client.request(route_request("kept", 99)).await.code, 17);
     assert_eq!(client.request(route_request("other", 99)).await.code, 0);
 }
+
+/// A slave that registers with the new node before its master has: the master is known only from the copy,
+/// without its HA address, so the slave is told no master (as Java, which would not know the master yet,
+/// tells it), not an empty HA address to replicate from. Made to fail once by answering copied masters as
+/// registered ones (`haServerAddr` was "").
+#[tokio::test]
+async fn a_slave_is_not_told_a_copied_masters_unknown_ha_address() {
+    let (peer, _brokers) = peer_with_routes().await;
+    let node = start_with(with_peers(&peer.addr.to_string())).await;
+    let mut slave = Client::connect(node.addr).await;
+    let reply = slave
+        .request(register_request(&Broker::new("c", "broker-a", 1, "10.0.0.2:10911"), dv(2), &[("T1", 4, 4)]))
+        .await;
+    assert_eq!(reply.code, 0, "{:?}", reply.remark);
+    let ext = reply.ext_fields.unwrap_or_default();
+    assert_eq!((ext.get("masterAddr"), ext.get("haServerAddr")), (None, None), "{ext:?}");
+}

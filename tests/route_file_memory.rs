@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use rocketns::route::RouteSnapshot;
-use rocketns::route::dump::RoutesToSave;
+use rocketns::route::dump::{RoutesToSave, parse};
 
 /// The system allocator, counting what each thread holds and its peak.
 struct Counting;
@@ -69,7 +69,8 @@ const MIB: isize = 1 << 20;
 /// Restores `file`, saves it, checks the save restores every topic; returns the saved bytes and what the
 /// save held at its peak beyond what was held before it.
 fn save(file: &[u8], topics: usize) -> (Vec<u8>, isize) {
-    let (routes, _writer) = rocketns::route::route_table(RouteSnapshot::default(), Some(file), 16);
+    let (routes, _writer) =
+        rocketns::route::route_table(RouteSnapshot::default(), Some(parse(file).expect("a route file")), 16);
     let snapshot = routes.load_full();
     assert_eq!(snapshot.topics.len(), topics, "the file is restored");
     let to_save = RoutesToSave { snapshot, live: Vec::new() };
@@ -83,7 +84,8 @@ fn save(file: &[u8], topics: usize) -> (Vec<u8>, isize) {
     let peak = PEAK.with(Cell::get) - start;
 
     let saved = std::fs::read(&path).expect("the route file");
-    let (again, _writer) = rocketns::route::route_table(RouteSnapshot::default(), Some(&saved), 16);
+    let (again, _writer) =
+        rocketns::route::route_table(RouteSnapshot::default(), Some(parse(&saved).expect("saved")), 16);
     assert_eq!(again.load().topics.len(), topics, "the saved file restores every topic");
     eprintln!("route file of {} bytes saved holding {} KiB at the peak", saved.len(), peak / 1024);
     (saved, peak)

@@ -1,6 +1,7 @@
-//! A TopicRouteData another NameServer sent (cluster-test mode's product environment), read as Java's
-//! `TopicRouteData.decode` reads it (either JSON style, lenient values) and written again as its `encode()`
-//! writes it: fastjson's default style, lists in the order received.
+//! A TopicRouteData another NameServer sent (cluster-test mode's product environment, a peer's routes copied
+//! at start), read as Java's `TopicRouteData.decode` reads it (either JSON style, lenient values) and written
+//! again as its `encode()` writes it: fastjson's default style, lists in the order received. And a peer's
+//! ClusterInfo, read the same way.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

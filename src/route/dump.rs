@@ -238,16 +238,8 @@ struct LiveBrokerView<'a> {
     timeout_millis: u64,
 }
 
-/// Rebuilds the route table from a file's content on top of `initial` (empty, with the switches and ordered
-/// topics of this start): the snapshot to start from, its index, and live entries (stamped `now`, on no
-/// connection) in `live`, reconciled with the routes (see [`reconcile_live`]).
-pub(crate) fn restore(
-    bytes: &[u8],
-    initial: &RouteSnapshot,
-    index: &mut BrokerTopicIndex,
-    live: &BrokerLiveTable,
-    now: Instant,
-) -> Result<RouteSnapshot, DumpError> {
+/// A route file's content, checked: its format is one this build reads and every topic's list is there.
+pub fn parse(bytes: &[u8]) -> Result<RouteDump, DumpError> {
     let file: RouteDump = serde_json::from_slice(bytes).map_err(|e| DumpError::Parse(e.to_string()))?;
     if !READS.contains(&file.format.as_str()) {
         return Err(DumpError::Format { found: file.format });
@@ -257,6 +249,20 @@ pub(crate) fn restore(
     {
         return Err(DumpError::NoSuchList { topic: t.topic.clone(), list, lists: file.queue_lists.len() });
     }
+    Ok(file)
+}
+
+/// Rebuilds the route table from a route file's content ([`parse`]d, or a peer's copy) on top of `initial`
+/// (empty, with the switches and ordered topics of this start): the snapshot to start from, its index, and
+/// live entries (stamped `now`, on no connection) in `live`, reconciled with the routes (see
+/// [`reconcile_live`]).
+pub(crate) fn restore(
+    file: RouteDump,
+    initial: &RouteSnapshot,
+    index: &mut BrokerTopicIndex,
+    live: &BrokerLiveTable,
+    now: Instant,
+) -> RouteSnapshot {
     for b in &file.live_brokers {
         live.insert(
             BrokerAddrKey::new(&b.cluster, &b.broker_addr),
@@ -275,7 +281,7 @@ pub(crate) fn restore(
     live_changes.commit(live);
     let restored = next.unwrap_or_else(|| initial.clone());
     reconcile_live(&restored, live, now);
-    Ok(restored)
+    restored
 }
 
 /// Makes the live table agree with the routes: every (cluster, address) that a route names gets a live entry
@@ -352,9 +358,7 @@ mod tests {
         let original: RouteDump = serde_json::from_str(text).expect("a RouteDump");
         let canonical = serde_json::to_vec(&original).unwrap();
         let live = BrokerLiveTable::new();
-        let snapshot =
-            restore(&canonical, &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, Instant::now())
-                .expect("restored");
+        let snapshot = from_bytes(&canonical, &live, Instant::now()).expect("restored");
         assert_eq!(snapshot.mappings.len(), 1, "the mapping is restored");
         let (ta, ta3) =
             (&snapshot.topics.get("ta").unwrap().queue_datas, &snapshot.topics.get("ta3").unwrap().queue_datas);
@@ -374,7 +378,7 @@ mod tests {
             "filterServers":[],"mappings":{},"liveBrokers":[]}"#;
         let read = |text: &str| {
             let live = BrokerLiveTable::new();
-            restore(text.as_bytes(), &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, Instant::now())
+            from_bytes(text.as_bytes(), &live, Instant::now())
         };
         let snapshot = read(v1).expect("format 1 is read");
         assert_eq!(snapshot.topics.get("ta").unwrap().queue_datas[0].read_queue_nums, 8);
@@ -387,9 +391,13 @@ mod tests {
 
     fn restored(routes: &RoutesToSave, now: Instant) -> (RouteSnapshot, BrokerLiveTable) {
         let live = BrokerLiveTable::new();
-        let snapshot =
-            restore(&dump(routes), &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), &live, now).unwrap();
+        let snapshot = from_bytes(&dump(routes), &live, now).unwrap();
         (snapshot, live)
+    }
+
+    /// A file's bytes, parsed and restored on an empty table.
+    fn from_bytes(bytes: &[u8], live: &BrokerLiveTable, now: Instant) -> Result<RouteSnapshot, DumpError> {
+        parse(bytes).map(|file| restore(file, &RouteSnapshot::default(), &mut BrokerTopicIndex::default(), live, now))
     }
 
     #[test]

@@ -104,10 +104,6 @@ impl BrokerLiveTable {
         }
     }
 
-    pub(super) fn clear(&self) {
-        self.map.clear();
-    }
-
     /// Every entry (for the route snapshot file).
     pub(crate) fn entries(&self) -> Vec<(BrokerAddrKey, BrokerLiveInfo)> {
         self.map.iter().map(|e| (e.key().clone(), e.value().clone())).collect()

@@ -224,11 +224,11 @@ struct WriterState {
 /// the handle for handlers and the writer to spawn. At most `unregister_capacity` unregistrations wait at
 /// once (Java's `unRegisterBrokerQueueCapacity`).
 ///
-/// `saved_routes` is the content of a warm-restart file (see `route::dump`): its routes are served at once,
-/// each of its brokers on a fresh liveness timer. A file that cannot be read is ignored with a warning.
+/// `saved_routes` is a warm-restart file's content, or a peer's copy (see `route::dump`): its routes are
+/// served at once, each of its brokers on a fresh liveness timer.
 pub fn route_table(
     initial: RouteSnapshot,
-    saved_routes: Option<&[u8]>,
+    saved_routes: Option<crate::route::dump::RouteDump>,
     unregister_capacity: usize,
 ) -> (RouteHandle, RouteWriter) {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY + unregister_capacity);
@@ -236,22 +236,11 @@ pub fn route_table(
     let mut index = BrokerTopicIndex::default();
     let start = match saved_routes {
         None => initial,
-        Some(bytes) => match crate::route::dump::restore(bytes, &initial, &mut index, &liveness, Instant::now()) {
-            Ok(restored) => {
-                tracing::info!(
-                    topics = restored.topics.len(),
-                    brokers = restored.brokers.len(),
-                    "routes restored from the route snapshot file"
-                );
-                restored
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "route snapshot file ignored, starting with no routes");
-                index = BrokerTopicIndex::default();
-                liveness.clear();
-                initial
-            }
-        },
+        Some(file) => {
+            let restored = crate::route::dump::restore(file, &initial, &mut index, &liveness, Instant::now());
+            tracing::info!(topics = restored.topics.len(), brokers = restored.brokers.len(), "routes restored");
+            restored
+        }
     };
     let snapshot = Arc::new(ArcSwap::from_pointee(start));
     let pending_unregisters = Arc::new(AtomicUsize::new(0));

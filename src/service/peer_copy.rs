@@ -7,15 +7,16 @@
 //! Only codes the Java NameServer answers: GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER and
 //! each topic's GET_ROUTEINFO_BY_TOPIC, [`IN_FLIGHT`] at a time on one connection. The peers are tried in
 //! order until one gives a whole table; all of them within [`COPY_WITHIN`]. What is copied is installed as
-//! a warm restart's route file is (`route::dump`): every broker it names must register within its timeout
-//! (120 s) or expires, and its first registration replaces what was copied.
+//! a warm restart's route file is (`route::dump`, without going through JSON again): every broker it names
+//! must register within its timeout (120 s) or expires, and its first registration replaces what was
+//! copied. So only what such an entry expires is kept: brokers with an address, queues on those brokers.
 //!
 //! A peer is a stranger until it has answered: at most [`MAX_TOPICS`] topics and [`MAX_KEPT`] bytes kept
 //! (topic names, and each distinct queue list, filter-server table and static-topic mapping once: topics
 //! that share their brokers share one list, as in the route file), or that peer's copy is dropped and the
 //! next one tried. Replies are taken as they arrive, each at most 16 MiB, [`IN_FLIGHT`] asked at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,11 +60,13 @@ pub enum CopyError {
     TooLarge,
     #[error("not done within {} s", COPY_WITHIN.as_secs())]
     TimedOut,
+    #[error("a request's task ended: {0}")]
+    Task(String),
 }
 
 /// The routes of the first of `peers` (`;`-separated `host:port`) that gives a whole table, as a route file's
 /// content; `None` when none does within [`COPY_WITHIN`], each failure logged.
-pub async fn copy_from_peers(peers: &str) -> Option<Vec<u8>> {
+pub async fn copy_from_peers(peers: &str) -> Option<RouteDump> {
     let deadline = Instant::now() + COPY_WITHIN;
     for peer in peers.split(';').map(str::trim).filter(|p| !p.is_empty()) {
         let started = std::time::Instant::now();
@@ -76,7 +79,7 @@ pub async fn copy_from_peers(peers: &str) -> Option<Vec<u8>> {
                     ms = started.elapsed().as_millis() as u64,
                     "routes copied from a peer NameServer"
                 );
-                return serde_json::to_vec(&dump).ok();
+                return Some(dump);
             }
             Err(e) => tracing::warn!(peer, error = %e, "cannot copy the routes of a peer NameServer"),
         }
@@ -107,7 +110,7 @@ async fn copy_from(peer: &str, deadline: Instant) -> Result<RouteDump, CopyError
             });
         }
         let Some(done) = asked.join_next().await else { break };
-        let Ok((topic, reply)) = done else { return Err(CopyError::TimedOut) };
+        let (topic, reply) = done.map_err(|e| CopyError::Task(e.to_string()))?;
         let reply = reply?;
         // Deleted since the list was taken: not copied, as a lookup now would not find it.
         if reply.code == response::TOPIC_NOT_EXIST {
@@ -150,20 +153,27 @@ struct TopicListJson {
 }
 
 impl TopicListJson {
+    /// The list's names, each once. Topic names have no commas, so a body with more than [`MAX_TOPICS`] of
+    /// them is refused before it is decoded.
     fn decode(body: &[u8]) -> Result<Vec<String>, CopyError> {
+        if body.iter().filter(|b| **b == b',').count() >= MAX_TOPICS {
+            return Err(CopyError::TooManyTopics);
+        }
         let list: TopicListJson = lenient::from_fastjson_slice(body).map_err(|e| body_error("topic list", e))?;
         if list.topic_list.len() > MAX_TOPICS {
             return Err(CopyError::TooManyTopics);
         }
-        Ok(list.topic_list)
+        let mut seen = std::collections::HashSet::with_capacity(list.topic_list.len());
+        Ok(list.topic_list.into_iter().filter(|t| seen.insert(t.clone())).collect())
     }
 }
 
 /// A peer's table as it arrives, kept as the route file keeps it: each distinct queue list once.
 struct Copied {
     info: RemoteClusterInfo,
-    /// Each broker address's cluster, from the cluster info.
+    /// Each broker address's cluster, and the brokers' names, from the cluster info.
     cluster_of: BTreeMap<String, String>,
+    brokers: HashSet<String>,
     lists: HashMap<Vec<QueueData>, usize>,
     topics: Vec<TopicDump>,
     filter_servers: BTreeMap<String, FilterServerDump>,
@@ -172,15 +182,25 @@ struct Copied {
 }
 
 impl Copied {
-    fn new(info: RemoteClusterInfo) -> Self {
+    /// Only what can expire is kept: brokers with an address (each gets a live entry), and clusters' names
+    /// of those brokers.
+    fn new(mut info: RemoteClusterInfo) -> Self {
+        info.brokers.retain(|b| !b.broker_addrs.is_empty());
+        let known: HashSet<&str> = info.brokers.iter().map(|b| &*b.broker_name).collect();
+        for names in info.clusters.values_mut() {
+            names.retain(|n| known.contains(n.as_str()));
+        }
+        info.clusters.retain(|_, names| !names.is_empty());
         let cluster_of = info
             .brokers
             .iter()
             .flat_map(|b| b.broker_addrs.values().map(|a| (a.to_string(), b.cluster.to_string())))
             .collect();
+        let brokers = info.brokers.iter().map(|b| b.broker_name.to_string()).collect();
         Copied {
             info,
             cluster_of,
+            brokers,
             lists: HashMap::new(),
             topics: Vec::new(),
             filter_servers: BTreeMap::new(),
@@ -194,13 +214,21 @@ impl Copied {
         if self.kept > MAX_KEPT { Err(CopyError::TooLarge) } else { Ok(()) }
     }
 
-    /// One topic's route, from a reply of `len` bytes: counted whole when it brings anything new (a queue
-    /// list, filter servers, mappings), by its name otherwise.
-    fn add(&mut self, topic: String, route: RemoteRoute, len: usize) -> Result<(), CopyError> {
+    /// One topic's route, from a reply of `len` bytes. Only queues on brokers of the cluster info are kept,
+    /// one a broker (anything else would be routed with no live entry to expire it); a topic left with none
+    /// is not copied. Counted by its name, and whole (the reply's length, or what its queues take decoded,
+    /// whichever is more) when it brings anything new: a queue list, filter servers, mappings.
+    fn add(&mut self, topic: String, mut route: RemoteRoute, len: usize) -> Result<(), CopyError> {
+        let mut on = HashSet::new();
+        route.queue_datas.retain(|q| self.brokers.contains(&*q.broker_name) && on.insert(q.broker_name.clone()));
+        if route.queue_datas.is_empty() {
+            return Ok(());
+        }
+        let decoded: usize = route.queue_datas.iter().map(|q| size_of::<QueueData>() + q.broker_name.len()).sum();
         let lists = self.lists.len();
         let list = *self.lists.entry(route.queue_datas).or_insert(lists);
         let new = self.lists.len() > lists || !route.filter_servers.is_empty() || route.mappings.is_some();
-        self.keep(if new { len } else { topic.len() })?;
+        self.keep(topic.len() + if new { len.max(decoded) } else { 0 })?;
         for (addr, servers) in route.filter_servers {
             if let Some(cluster) = self.cluster_of.get(&addr) {
                 let cluster = cluster.clone();
@@ -271,8 +299,10 @@ mod tests {
             .expect("a route")
     }
 
+    /// Brokers a (a:1) and b (b:1) of cluster c, a broker with no address, and a cluster name of no broker.
     fn empty() -> Copied {
-        Copied::new(RemoteClusterInfo::default())
+        let info = r#"{"brokerAddrTable":{"a":{"brokerAddrs":{0:"a:1"},"brokerName":"a","cluster":"c"},"b":{"brokerAddrs":{0:"b:1"},"brokerName":"b","cluster":"c"},"ghost":{"brokerAddrs":{},"brokerName":"ghost","cluster":"c"}},"clusterAddrTable":{"c":["a","b","ghost","phantom"],"d":["phantom"]}}"#;
+        Copied::new(RemoteClusterInfo::decode(info.as_bytes()).expect("a cluster info"))
     }
 
     #[test]
@@ -281,12 +311,31 @@ mod tests {
         copied.add("t1".into(), route(&["a", "b"]), 1000).unwrap();
         copied.add("t2".into(), route(&["a", "b"]), 1000).unwrap();
         copied.add("t3".into(), route(&["b"]), 1000).unwrap();
-        assert_eq!(copied.kept, 1000 + 2 + 1000);
+        assert_eq!(copied.kept, 2 + 1000 + 2 + 2 + 1000);
         let dump = copied.into_dump();
         assert_eq!(dump.queue_lists.len(), 2);
         let places: Vec<Option<usize>> = dump.topics.iter().map(|t| t.queue_list).collect();
         assert_eq!(places, [Some(0), Some(0), Some(1)]);
         assert_eq!(dump.queue_lists[1][0].broker_name.as_ref(), "b");
+    }
+
+    /// What a live entry could not expire is not copied: a broker with no address, a cluster's name of no
+    /// broker, queues on a broker the cluster info lacks (a broker that registered with the peer between the
+    /// two requests, or a made-up one), a second queue data of one broker. Made to fail once without the
+    /// filter on queues (the ghost topic was copied).
+    #[test]
+    fn only_what_can_expire_is_copied() {
+        let mut copied = empty();
+        copied.add("ghostT".into(), route(&["ghost", "nobody"]), 100).unwrap();
+        copied.add("t".into(), route(&["a", "a", "nobody"]), 100).unwrap();
+        let dump = copied.into_dump();
+        let brokers: Vec<&str> = dump.brokers.iter().map(|b| b.broker_name.as_str()).collect();
+        assert_eq!(brokers, ["a", "b"]);
+        assert_eq!(dump.clusters, BTreeMap::from([("c".to_string(), vec!["a".to_string(), "b".to_string()])]));
+        let topics: Vec<&str> = dump.topics.iter().map(|t| t.topic.as_str()).collect();
+        assert_eq!(topics, ["t"]);
+        assert_eq!(dump.queue_lists, [route(&["a"]).queue_datas]);
+        assert_eq!(dump.live_brokers.len(), 2);
     }
 
     /// Made to fail once with the bound taken out of `keep`.

@@ -14,6 +14,7 @@ use crate::net::tls::TlsServer;
 use crate::outbound::product_env::ProductEnv;
 use crate::processor::acl::AccessControl;
 use crate::processor::route_config;
+use crate::route::dump::RouteDump;
 use crate::route::{RouteSnapshot, RouteWriter, route_table};
 use crate::service::accept::Connections;
 use crate::service::descriptors::Descriptors;
@@ -92,8 +93,12 @@ impl NameServer {
         config_file: Option<PathBuf>,
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
-        // Before the port opens: until the copy is in, a client's connection fails and it tries another.
-        let copied = peer_routes(&config).await;
+        // Before the port opens: while a peer's routes are copied, a client's connection fails and it tries
+        // another NameServer.
+        let saved = match read_route_file(&config) {
+            Some(file) => Some(file),
+            None => peer_routes(&config).await,
+        };
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
         let backlog = u32::try_from(config.server_socket_backlog).unwrap_or(1024).max(1);
         let listener = listen(&addr, backlog).await.map_err(|source| StartError::Listen { addr, source })?;
@@ -104,7 +109,7 @@ impl NameServer {
                 Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?)
             }
         };
-        Self::start(config, config_file, client_properties, listener, metrics_listener, copied)
+        Self::start(config, config_file, client_properties, listener, metrics_listener, saved)
     }
 
     /// Like `bind_with`, but takes the listening sockets over from the rocketns process serving with the
@@ -116,7 +121,8 @@ impl NameServer {
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
         let taken = crate::service::upgrade::take_over(&config.upgrade_socket_path).await?;
-        let mut server = Self::start(config, config_file, client_properties, taken.remoting, taken.metrics, None)?;
+        let saved = read_route_file(&config);
+        let mut server = Self::start(config, config_file, client_properties, taken.remoting, taken.metrics, saved)?;
         server.predecessor = Some(taken.predecessor);
         Ok(server)
     }
@@ -127,7 +133,7 @@ impl NameServer {
         client_properties: ClientProperties,
         listener: TcpListener,
         metrics_listener: Option<TcpListener>,
-        copied_routes: Option<Vec<u8>>,
+        saved: Option<RouteDump>,
     ) -> Result<Self, StartError> {
         let descriptors = Descriptors::of_this_process(&config)?;
         let kv = Arc::new(KvConfigStore::load(std::path::Path::new(&config.kv_config_path))?);
@@ -136,9 +142,7 @@ impl NameServer {
         }
         let initial = RouteSnapshot::new(route_config(&config), kv.namespace(ORDER_TOPIC_CONFIG).unwrap_or_default());
         let capacity = usize::try_from(config.un_register_broker_queue_capacity).unwrap_or(1).max(1);
-        let saved = if config.warm_restart { read_route_snapshot(&config.route_snapshot_file()) } else { None };
-        let saved = saved.or(copied_routes);
-        let (routes, writer) = route_table(initial, saved.as_deref(), capacity);
+        let (routes, writer) = route_table(initial, saved, capacity);
         let metrics_socket = match &metrics_listener {
             Some(l) => Some(l.as_fd().try_clone_to_owned().map_err(|source| StartError::Listen {
                 addr: format!("the metrics port {}", config.metrics_port),
@@ -364,24 +368,35 @@ async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
     Err(last)
 }
 
-/// The route snapshot file's content, if there is one to read.
-/// A peer's routes (`namesrvPeers`), where this start has peers and no route file of its own to serve.
-async fn peer_routes(config: &NamesrvConfig) -> Option<Vec<u8>> {
-    let own_file = config.warm_restart && config.route_snapshot_file().exists();
-    if config.namesrv_peers.trim().is_empty() || own_file {
+/// The route snapshot file's routes (warm restart), if there is a file and it can be read: a file that
+/// cannot is ignored with a warning.
+fn read_route_file(config: &NamesrvConfig) -> Option<RouteDump> {
+    if !config.warm_restart {
         return None;
     }
-    crate::service::peer_copy::copy_from_peers(&config.namesrv_peers).await
-}
-
-fn read_route_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
-    crate::store::fsutil::remove_stale_temporaries(path);
-    match std::fs::read(path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+    let path = config.route_snapshot_file();
+    crate::store::fsutil::remove_stale_temporaries(&path);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "route snapshot file unreadable, starting with no routes");
+            tracing::warn!(path = %path.display(), error = %e, "route snapshot file unreadable, starting without its routes");
+            return None;
+        }
+    };
+    match crate::route::dump::parse(&bytes) {
+        Ok(file) => Some(file),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "route snapshot file ignored, starting without its routes");
             None
         }
     }
+}
+
+/// A peer's routes (`namesrvPeers`), where this start has peers and no route file of its own to serve.
+async fn peer_routes(config: &NamesrvConfig) -> Option<RouteDump> {
+    if config.namesrv_peers.trim().is_empty() {
+        return None;
+    }
+    crate::service::peer_copy::copy_from_peers(&config.namesrv_peers).await
 }
