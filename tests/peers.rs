@@ -193,3 +193,25 @@ async fn a_slave_is_not_told_a_copied_masters_unknown_ha_address() {
     let ext = reply.ext_fields.unwrap_or_default();
     assert_eq!((ext.get("masterAddr"), ext.get("haServerAddr")), (None, None), "{ext:?}");
 }
+
+/// A topic's route over 1 MiB is refused before it is decoded (decoding takes up to 20 times a body), and
+/// nothing of that peer is copied. Made to fail once without the bound: the topic was copied.
+#[tokio::test]
+async fn a_route_over_a_mebibyte_is_refused_before_it_is_decoded() {
+    fn huge() -> &'static str {
+        static HUGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        HUGE.get_or_init(|| {
+            let queue = r#"{"brokerName":"b","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}"#;
+            format!(r#"{{"queueDatas":[{}]}}"#, vec![queue; 15_000].join(","))
+        })
+    }
+    assert!(huge().len() > 1 << 20);
+    let peer = scripted_peer(|asked| match asked.code {
+        CLUSTER_INFO => (0, ONE_BROKER),
+        TOPIC_LIST => (0, r#"{"topicList":["big"]}"#),
+        _ => (0, huge()),
+    });
+    let node = start_with(with_peers(&peer.to_string())).await;
+    let mut client = Client::connect(node.addr).await;
+    assert_eq!(client.request(route_request("big", 99)).await.code, 17);
+}

@@ -43,6 +43,9 @@ const REPLY_WITHIN: Duration = Duration::from_secs(3);
 pub const IN_FLIGHT: usize = 16;
 /// Topics copied at most (a million routes, issue 32's largest table).
 pub const MAX_TOPICS: usize = 1 << 20;
+/// A topic's route at most: a route of a thousand brokers is about 300 KB. Decoding takes up to about 20
+/// times a body's size (`{}` is 3 bytes, a queue data 64), so a larger one is refused before it is decoded.
+pub const MAX_ROUTE: usize = 1 << 20;
 /// What one peer's copy keeps, in bytes of the replies it came from.
 pub const MAX_KEPT: usize = 256 << 20;
 
@@ -56,6 +59,8 @@ pub enum CopyError {
     Body { what: &'static str, error: String },
     #[error("more than {MAX_TOPICS} topics")]
     TooManyTopics,
+    #[error("the route of {topic:?} has {len} bytes, more than {MAX_ROUTE}")]
+    RouteTooLarge { topic: String, len: usize },
     #[error("more than {MAX_KEPT} bytes to keep")]
     TooLarge,
     #[error("not done within {} s", COPY_WITHIN.as_secs())]
@@ -117,6 +122,9 @@ async fn copy_from(peer: &str, deadline: Instant) -> Result<RouteDump, CopyError
             continue;
         }
         let body = accept(reply, "a topic's route")?;
+        if body.len() > MAX_ROUTE {
+            return Err(CopyError::RouteTooLarge { topic, len: body.len() });
+        }
         let route = RemoteRoute::decode(&body).map_err(|e| body_error("a topic's route", e))?;
         copied.add(topic, route, body.len())?;
     }
