@@ -495,9 +495,19 @@ impl ControllerNode {
             }
             // Only the places past half of them, the newest ids first: a real slave that was down comes back
             // with REGISTER_BROKER_TO_CONTROLLER alone (its id file holds no check code to apply with), which
-            // a released id is refused.
+            // a released id is refused. Newest among all the ids that could go, not only among those silent
+            // long enough: a slave down before made-up ids were applied is silent longest, and was released
+            // first when applying them took the leader longer than `after` (a loaded machine).
             let past_half = replicas.brokers.len().saturating_sub(RELEASE_PAST);
-            let releasable: BTreeSet<i64> = releasable.into_iter().rev().take(past_half).collect();
+            let newest: BTreeSet<i64> = replicas
+                .brokers
+                .keys()
+                .rev()
+                .filter(|id| sync.master != Some(**id) && !sync.sync_state_set.contains(id))
+                .take(past_half)
+                .copied()
+                .collect();
+            let releasable: BTreeSet<i64> = releasable.intersection(&newest).copied().collect();
             if due.len() < RELEASED_AT_ONCE {
                 if sync.first_election() && all_due {
                     due.push((sync.cluster.clone(), name.clone(), None));
