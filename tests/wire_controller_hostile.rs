@@ -745,11 +745,17 @@ async fn a_node_behind_the_purged_log_catches_up_from_a_snapshot() {
     }
     drop(c);
     g.nodes[behind] = Some(common::start_with(g.configs[behind].clone()).await);
-    let snapshot = std::path::Path::new(&g.configs[behind].controller_store_path).join("raft-snapshot.json");
-    let watched = snapshot.clone();
+    let store = std::path::PathBuf::from(&g.configs[behind].controller_store_path);
+    let (snapshot, log) = (store.join("raft-snapshot.json"), store.join("raft-log"));
+    let has = |path: &std::path::Path, name: &str| {
+        std::fs::read(path).is_ok_and(|bytes| bytes.windows(name.len()).any(|w| w == name.as_bytes()))
+    };
     tokio::task::spawn_blocking(move || {
-        common::wait_until("the snapshot installed", Duration::from_secs(30), || {
-            std::fs::read_to_string(&watched).is_ok_and(|text| text.contains("\"group-900\""))
+        common::wait_until("the snapshot installed", Duration::from_secs(30), || has(&snapshot, "\"group-900\""));
+        // And the entries after it appended: until then the node cannot acknowledge the next one in time (the
+        // decision below failed once under load with "no commit within 5 s").
+        common::wait_until("caught up to the last decision", Duration::from_secs(30), || {
+            has(&snapshot, "\"group-1199\"") || has(&log, "group-1199")
         });
     })
     .await
