@@ -51,6 +51,8 @@ pub struct ServerState {
     /// Remoting connections open at most: `serverMaxConnections`, or fewer where the process's file
     /// descriptors do not allow as many beside everything else that holds them (`service::descriptors`).
     pub max_connections: u64,
+    /// The last comparison with each peer NameServer (`namesrvPeers`), written by `service::peer_compare`.
+    pub peers: crate::ops::peers::PeerViews,
 }
 
 /// Where the server is in its life, as handlers see it. Its fields are private: only the server's life
@@ -122,6 +124,7 @@ impl ServerState {
             reply_pacer,
             controller: None,
             max_connections,
+            peers: Default::default(),
         }
     }
 

@@ -6,18 +6,6 @@ mod common;
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-async fn get(port: u16, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("HTTP port open");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).await.unwrap();
-    let text = String::from_utf8_lossy(&resp).into_owned();
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
-}
-
 /// The value of a sample line `name{labels} value`, or `name value`.
 fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics
@@ -36,9 +24,9 @@ async fn with_metrics_port() -> (TestServer, u16) {
 #[tokio::test]
 async fn metrics_health_and_dumps() {
     let (server, port) = with_metrics_port().await;
-    assert_eq!(get(port, "/healthz").await, (200, "ok\n".to_string()));
-    assert_eq!(get(port, "/readyz").await.0, 200);
-    let (_, before) = get(port, "/metrics").await;
+    assert_eq!(http_get(port, "/healthz").await, (200, "ok\n".to_string()));
+    assert_eq!(http_get(port, "/readyz").await.0, 200);
+    let (_, before) = http_get(port, "/metrics").await;
     assert_eq!(sample(&before, "rocketns_topics"), Some(0.0));
 
     let mut c = Client::connect(server.addr).await;
@@ -55,7 +43,7 @@ async fn metrics_health_and_dumps() {
     assert!(route(&mut c, "Missing").await.is_none());
     c.request(kv_put("ns", "k", "v")).await;
 
-    let (status, m) = get(port, "/metrics").await;
+    let (status, m) = http_get(port, "/metrics").await;
     assert_eq!(status, 200);
     assert_eq!(sample(&m, r#"rocketns_requests_total{code="105",result="success"}"#), Some(40.0), "{m}");
     assert_eq!(sample(&m, r#"rocketns_requests_total{code="105",result="error"}"#), Some(1.0));
@@ -70,12 +58,12 @@ async fn metrics_health_and_dumps() {
     assert!(sample(&m, "rocketns_snapshot_version").unwrap() >= 1.0);
     assert!(sample(&m, "rocketns_lookup_latency_seconds_count").unwrap() >= 2.0, "1 in 16 lookups sampled");
 
-    let (status, body) = get(port, "/routes/TopicA").await;
+    let (status, body) = http_get(port, "/routes/TopicA").await;
     assert_eq!(status, 200);
     let r: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(r["brokerDatas"][0]["brokerAddrs"]["0"], "192.168.0.1:10911");
-    assert_eq!(get(port, "/routes/Missing").await.0, 404);
-    let (status, body) = get(port, "/cluster").await;
+    assert_eq!(http_get(port, "/routes/Missing").await.0, 404);
+    let (status, body) = http_get(port, "/cluster").await;
     assert_eq!(status, 200);
     let info: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(info["clusterAddrTable"]["DefaultCluster"][0], "broker-a");
@@ -89,8 +77,8 @@ async fn readiness_follows_the_start_up_wait() {
     config.need_wait_for_service = true;
     config.wait_seconds_for_service = 60;
     let _server = start_with(config).await;
-    assert_eq!(get(port, "/readyz").await.0, 503);
-    assert_eq!(get(port, "/healthz").await.0, 200, "alive all the same");
+    assert_eq!(http_get(port, "/readyz").await.0, 503);
+    assert_eq!(http_get(port, "/healthz").await.0, 200, "alive all the same");
 }
 
 /// Connects to the HTTP port from `source` (any 127.x.y.z is this machine).
@@ -132,7 +120,7 @@ async fn the_http_port_holds_at_most_its_connections() {
     let mut c = Client::connect(server.addr).await;
     assert_eq!(c.request(route_request("no-such-topic", 479)).await.code, 17, "remoting still answers");
 
-    let (status, body) = get(port, "/healthz").await;
+    let (status, body) = http_get(port, "/healthz").await;
     assert_eq!(status, 200, "a probe from an address of its own is answered: {body}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let closed = loop {
@@ -148,7 +136,7 @@ async fn the_http_port_holds_at_most_its_connections() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
     assert_eq!(closed, 1, "one idle connection gave its place to the probe");
-    let (_, metrics) = get(port, "/metrics").await;
+    let (_, metrics) = http_get(port, "/metrics").await;
     assert!(sample(&metrics, "rocketns_http_connections_refused_total").is_some_and(|n| n >= 1.0), "{metrics}");
     assert!(sample(&metrics, "rocketns_http_connections_evicted_total").is_some_and(|n| n >= 1.0), "{metrics}");
 }
@@ -198,7 +186,7 @@ async fn large_dumps_are_written_from_the_replies_pool() {
         )
         .await;
     }
-    let (status, body) = get(port, "/cluster").await;
+    let (status, body) = http_get(port, "/cluster").await;
     assert_eq!(status, 503, "a {} byte dump: {body}", body.len());
 
     let mut config = test_config();
@@ -214,7 +202,7 @@ async fn large_dumps_are_written_from_the_replies_pool() {
         )
         .await;
     }
-    let (status, body) = get(config.metrics_port, "/cluster").await;
+    let (status, body) = http_get(config.metrics_port, "/cluster").await;
     assert_eq!(status, 200);
     let info: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(info["clusterAddrTable"]["DefaultCluster"].as_array().map(Vec::len), Some(300));
@@ -258,7 +246,7 @@ async fn dumps_hold_at_most_half_the_replies_pool() {
     let head = read_head(&mut holder).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let held = || async {
-        let (_, metrics) = get(port, "/metrics").await;
+        let (_, metrics) = http_get(port, "/metrics").await;
         sample(&metrics, r#"rocketns_memory_budget_bytes{pool="replies"}"#).expect("the replies gauge")
     };
     assert!(held().await >= 12_000_000.0, "the unread dump holds its room");

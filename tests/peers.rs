@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::*;
 use rocketns::NamesrvConfig;
-use rocketns::remoting::RemotingCommand;
 use rocketns::service::peer_copy::COPY_WITHIN;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -113,29 +112,6 @@ async fn with_no_peer_answering_it_starts_empty_within_the_bound() {
     assert!(started.elapsed() < COPY_WITHIN + Duration::from_secs(1));
     let mut client = Client::connect(node.addr).await;
     assert_eq!(client.request(route_request("T1", 99)).await.code, 17);
-}
-
-/// A NameServer that answers each request with `answer`'s code and body, on a blocking thread.
-fn scripted_peer(answer: fn(&RemotingCommand) -> (i32, &'static str)) -> std::net::SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                use std::io::Write;
-                while let Some(asked) = blocking_reply(&mut stream) {
-                    let (code, body) = answer(&asked);
-                    let mut reply = RemotingCommand::response(code, None);
-                    reply.opaque = asked.opaque;
-                    reply.body = bytes::Bytes::from_static(body.as_bytes());
-                    if stream.write_all(&frame_bytes(&reply)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
 }
 
 const ONE_BROKER: &str = r#"{"brokerAddrTable":{"b":{"brokerAddrs":{0:"10.0.0.9:10911"},"brokerName":"b","cluster":"c"}},"clusterAddrTable":{"c":["b"]}}"#;

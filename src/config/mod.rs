@@ -86,6 +86,9 @@ impl ConfigValue for String {
     }
 }
 
+/// `namesrvPeers` at most: each is a connection and a comparison every scan period.
+pub const MAX_NAMESRV_PEERS: usize = 16;
+
 /// Java's ControllerConfig keys that its NamesrvConfig lacks (see [`NamesrvConfig::namesrv_entries`]).
 pub const CONTROLLER_KEYS: &[&str] = &[
     "controllerDLegerGroup",
@@ -277,7 +280,8 @@ namesrv_config! {
     route_snapshot_interval_seconds: u64 = 30 => "routeSnapshotIntervalSeconds",
     /// The other NameServers of this cluster (`host:port`, `;`-separated, Java or rocketns). A node that
     /// starts without a route file copies the routes of the first that answers before it opens its port
-    /// (src/service/peer_copy.rs).
+    /// (src/service/peer_copy.rs), and every scan period compares its brokers with each
+    /// (src/service/peer_compare.rs). At most [`MAX_NAMESRV_PEERS`].
     namesrv_peers: String = String::new() => "namesrvPeers",
     /// Header encoding of replies, `JSON` (what every client reads, and the only one the C++ client reads) or
     /// `ROCKETMQ`; Java's `rocketmq.serialize.type`. The environment variable `ROCKETMQ_SERIALIZE_TYPE`
@@ -370,6 +374,13 @@ impl NamesrvConfig {
                 expected: "empty with enableControllerInNamesrv (the controller's port and store are not handed over)",
             });
         }
+        if self.peers().len() > MAX_NAMESRV_PEERS {
+            return Err(ConfigError::InvalidValue {
+                key: "namesrvPeers".into(),
+                value: self.namesrv_peers.clone(),
+                expected: "at most 16 addresses",
+            });
+        }
         let pool_max = crate::limits::budget::MAX_POOL as u64;
         if self.large_frame_buffer_bytes < crate::limits::budget::large_frame_room(self.frame_max_length)
             || self.large_frame_buffer_bytes > pool_max
@@ -402,6 +413,17 @@ impl NamesrvConfig {
     pub fn large_frame_timeout(&self) -> std::time::Duration {
         const CENTURY_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
         std::time::Duration::from_millis(self.large_frame_timeout_millis.min(CENTURY_MS))
+    }
+
+    /// `namesrvPeers`' addresses, in order, each once.
+    pub fn peers(&self) -> Vec<String> {
+        let mut peers: Vec<String> = Vec::new();
+        for peer in self.namesrv_peers.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            if !peers.iter().any(|p| p == peer) {
+                peers.push(peer.to_string());
+            }
+        }
+        peers
     }
 
     /// Where warm restart keeps the routes.

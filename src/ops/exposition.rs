@@ -18,6 +18,9 @@ pub fn render(state: &ServerState) -> String {
     counters(&mut out, state);
     gauges(&mut out, state);
     lookup_cores(&mut out, state);
+    if !state.peers.is_empty() {
+        peers(&mut out, &state.peers);
+    }
     if let Some(stats) = &state.controller {
         controller(&mut out, stats);
     }
@@ -279,6 +282,42 @@ fn controller(out: &mut String, c: &crate::controller::stats::ControllerStats) {
         "what",
         &[("peer_frame", n(&c.refused_peer_frames)), ("connection", n(&c.refused_connections))],
     );
+}
+
+/// The last comparison with each peer NameServer (`namesrvPeers`): a divergence only for peers that
+/// answered it.
+fn peers(out: &mut String, views: &crate::ops::peers::PeerViews) {
+    use crate::ops::peers::PeerState;
+    let views = views.all();
+    family(
+        out,
+        "rocketns_peer_up",
+        "gauge",
+        "1 when the peer NameServer (namesrvPeers) answered this node's last comparison of brokers, 0 when it did not.",
+    );
+    for v in views.iter().filter(|v| v.state != PeerState::NotYet) {
+        let up = matches!(v.state, PeerState::Compared { .. });
+        let _ = writeln!(out, "rocketns_peer_up{{peer=\"{}\"}} {}", quoted(&v.peer), up as i64);
+    }
+    family(
+        out,
+        "rocketns_peer_divergence",
+        "gauge",
+        "Brokers on which this node and a peer NameServer disagreed at the last comparison (every scan period): missing_here (the peer has them, this node does not), extra_here (the other way), data_version (both, with different DataVersions: rocketns peers only).",
+    );
+    for v in &views {
+        if let PeerState::Compared { divergence, .. } = &v.state {
+            for (kind, named) in divergence.kinds() {
+                let peer = quoted(&v.peer);
+                let _ = writeln!(out, "rocketns_peer_divergence{{peer=\"{peer}\",kind=\"{kind}\"}} {}", named.count);
+            }
+        }
+    }
+}
+
+/// A label's value as the text format quotes it.
+fn quoted(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// A family's HELP and TYPE lines.

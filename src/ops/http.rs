@@ -4,7 +4,8 @@
 //! - `/healthz`: 200 while the process runs;
 //! - `/readyz`: 200 while routes are served, 503 during the start-up wait (`needWaitForService`) and shutdown;
 //! - `/routes/{topic}`: the topic's TopicRouteData as standard JSON (404 when there is none);
-//! - `/cluster`: cluster info as standard JSON.
+//! - `/cluster`: cluster info as standard JSON; with `namesrvPeers`, the last comparison with each peer
+//!   under `peers` too.
 //!
 //! Route dumps are written from the route snapshot's own bytes, each encoded once per snapshot as the
 //! remoting port's are, and a dump over [`SMALL_REPLY`] holds room in the replies pool until it has been
@@ -105,6 +106,11 @@ async fn load(p: &ServerState, dump: &Dump) -> Result<Vec<Bytes>, Response> {
             }
         },
         Dump::Cluster => match crate::processor::table_body(p, TableBody::ClusterInfoStandard).await {
+            // With peers, their last comparison after the cluster info's tables, as one more key.
+            Ok(Encoded::One(body)) if !p.peers.is_empty() && body.ends_with(b"}\n") => {
+                let peers = format!(",\"peers\":{}}}\n", p.peers.to_json());
+                Ok(vec![body.slice(..body.len() - 2), Bytes::from(peers)])
+            }
             Ok(Encoded::One(body)) => Ok(vec![body]),
             _ => Err(StatusCode::SERVICE_UNAVAILABLE.into_response()),
         },

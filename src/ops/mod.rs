@@ -1,6 +1,6 @@
 //! What operators see: `metrics` (the counters), `exposition` (their Prometheus text, where every metric
 //! is named), `http` (the operator's port: metrics, health, readiness, route dumps; `http_listener` holds its
-//! connections to their bounds), `audit` (the audit
+//! connections to their bounds), `peers` (the last comparison with each peer NameServer), `audit` (the audit
 //! log of writes) and `logging` (the process's own log, held to a length and a rate).
 //!
 //! `metrics` is a sink that `limits`, `net`, `outbound`, `service` and the shared state count into; `http`
@@ -13,3 +13,4 @@ pub mod http;
 pub mod http_listener;
 pub mod logging;
 pub mod metrics;
+pub mod peers;

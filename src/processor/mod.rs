@@ -158,7 +158,7 @@ async fn answer(
     }
     let resp = match req.code {
         request::GET_ROUTEINFO_BY_TOPIC => return query::answer_route_info(state, req, out),
-        request::GET_BROKER_CLUSTER_INFO => query::get_broker_cluster_info(state).await,
+        request::GET_BROKER_CLUSTER_INFO => query::get_broker_cluster_info(state, req).await,
         request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => query::get_all_topic_list(state).await,
         request::GET_TOPICS_BY_CLUSTER => query::get_topics_by_cluster(state, req).await,
         request::GET_SYSTEM_TOPIC_LIST_FROM_NS => query::get_system_topic_list(state).await,

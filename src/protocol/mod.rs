@@ -1,5 +1,6 @@
 //! RocketMQ's data types as the NameServer sees them, and their exact JSON forms.
 
+pub mod broker_versions;
 pub mod codes;
 pub mod data_version;
 pub mod java_hash;

@@ -238,6 +238,11 @@ impl LiveView {
         self.0.touch(key, now)
     }
 
+    /// Every live broker's DataVersion (told to a peer NameServer that compares, `broker_versions`).
+    pub fn data_versions(&self) -> Vec<(BrokerAddrKey, DataVersion)> {
+        self.0.map.iter().map(|e| (e.key().clone(), e.value().data_version)).collect()
+    }
+
     /// The heartbeat timeout of the broker at `key`, if it last registered over connection `conn`.
     pub fn timeout_if_registered_over(&self, key: &BrokerAddrKey, conn: ConnId) -> Option<Duration> {
         self.0.get(key).filter(|live| live.conn_id == conn).map(|live| live.timeout)

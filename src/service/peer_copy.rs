@@ -69,11 +69,11 @@ pub enum CopyError {
     Task(String),
 }
 
-/// The routes of the first of `peers` (`;`-separated `host:port`) that gives a whole table, as a route file's
+/// The routes of the first of `peers` (`host:port`) that gives a whole table, as a route file's
 /// content; `None` when none does within [`COPY_WITHIN`], each failure logged.
-pub async fn copy_from_peers(peers: &str) -> Option<RouteDump> {
+pub async fn copy_from_peers(peers: &[String]) -> Option<RouteDump> {
     let deadline = Instant::now() + COPY_WITHIN;
-    for peer in peers.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+    for peer in peers.iter().map(String::as_str) {
         let started = std::time::Instant::now();
         match tokio::time::timeout_at(deadline, copy_from(peer, deadline)).await.unwrap_or(Err(CopyError::TimedOut)) {
             Ok(dump) => {

@@ -66,6 +66,8 @@ pub struct NameServer {
     writer: RouteWriter,
     /// The controller (`enableControllerInNamesrv`), its port bound.
     controller: Option<crate::controller::Controller>,
+    /// The writers of the peers' views (`namesrvPeers`), for their comparison loops.
+    peer_slots: Vec<crate::ops::peers::PeerSlot>,
 }
 
 /// How the accept loop ended.
@@ -158,16 +160,15 @@ impl NameServer {
         } else {
             None
         };
-        let controller = if config.enable_controller_in_namesrv {
-            Some(crate::controller::Controller::bind(&config)?)
-        } else {
-            None
-        };
+        let controller =
+            config.enable_controller_in_namesrv.then(|| crate::controller::Controller::bind(&config)).transpose()?;
         let product_env = config.cluster_test.then(|| config.product_env_name.clone());
+        let (peer_views, peer_slots) = crate::ops::peers::PeerViews::new(&config.peers());
         let audit_log_path = config.audit_log_path.clone();
         let shared = Arc::new(arc_swap::ArcSwap::from_pointee(config));
         let mut state = ServerState::new(routes, shared, kv, config_file);
         state.max_connections = descriptors.remoting;
+        state.peers = peer_views;
         state.access_control = access_control;
         state.audit = Arc::new(crate::ops::audit::AuditLog::open(&audit_log_path, state.metrics.clone())?);
         let controller = controller.map(|mut c| {
@@ -194,6 +195,7 @@ impl NameServer {
             state,
             writer,
             controller,
+            peer_slots,
         })
     }
 
@@ -259,9 +261,10 @@ impl NameServer {
             state,
             writer,
             controller,
+            peer_slots,
         } = self;
         let (stop_saver, saver_stop) = tokio::sync::oneshot::channel();
-        let mut tasks = Supervised::start(&state, writer, metrics_listener, saver_stop, controller);
+        let mut tasks = Supervised::start(&state, writer, metrics_listener, saver_stop, controller, peer_slots);
         if let Some(predecessor) = predecessor
             && let Err(e) = predecessor.serving()
         {
@@ -395,8 +398,9 @@ fn read_route_file(config: &NamesrvConfig) -> Option<RouteDump> {
 
 /// A peer's routes (`namesrvPeers`), where this start has peers and no route file of its own to serve.
 async fn peer_routes(config: &NamesrvConfig) -> Option<RouteDump> {
-    if config.namesrv_peers.trim().is_empty() {
+    let peers = config.peers();
+    if peers.is_empty() {
         return None;
     }
-    crate::service::peer_copy::copy_from_peers(&config.namesrv_peers).await
+    crate::service::peer_copy::copy_from_peers(&peers).await
 }

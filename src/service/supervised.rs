@@ -1,5 +1,5 @@
 //! The background tasks the server depends on (the route writer, the expiry scan, the route saver, the
-//! operator's port, the 905 notifier, the controller on its own runtime): started together, watched while the server serves, and reported with
+//! operator's port, the 905 notifier, the comparison with the peers, the controller on its own runtime): started together, watched while the server serves, and reported with
 //! their panic when one ends, which stops the server (see `NameServer::run` for why none is restarted).
 
 use std::future::Future;
@@ -21,6 +21,8 @@ pub(super) struct Supervised {
     http: Option<JoinHandle<()>>,
     /// The 905 notifier, with `notifyMinBrokerIdChanged`.
     notifier: Option<JoinHandle<()>>,
+    /// The comparison with the peer NameServers, with `namesrvPeers`.
+    peers: Option<JoinHandle<()>>,
     /// The controller, with `enableControllerInNamesrv`: brokers in controller mode depend on it.
     controller: Option<JoinHandle<crate::controller::ControllerError>>,
     /// Tells the controller to stop (it leaves the group and closes its port).
@@ -40,6 +42,7 @@ impl Supervised {
         metrics_listener: Option<TcpListener>,
         stop_saver: tokio::sync::oneshot::Receiver<()>,
         controller: Option<crate::controller::Controller>,
+        peer_slots: Vec<crate::ops::peers::PeerSlot>,
     ) -> Self {
         // The writer's batches (a restart storm's snapshots of a million routes), the saves and the scans
         // run on the work lane and its blocking pool: on the runtime `run` runs on, their threads took a
@@ -60,6 +63,14 @@ impl Supervised {
             writer.send_min_broker_id_changes(sink);
             background.spawn(crate::outbound::notify::run(notices, state.metrics.clone()))
         });
+        let peers = (!peer_slots.is_empty()).then(|| {
+            let compare = crate::service::peer_compare::compare_with_peers(
+                state.routes.clone(),
+                state.config.clone(),
+                peer_slots,
+            );
+            background.spawn(compare)
+        });
         Supervised {
             writer: background.spawn(writer.run()),
             scan: background.spawn(housekeeping::scan_inactive_brokers(state.routes.clone(), state.config.clone())),
@@ -71,6 +82,7 @@ impl Supervised {
             )),
             http: metrics_listener.map(|l| background.spawn(crate::ops::http::serve(l, state.clone()))),
             notifier,
+            peers,
             controller,
             stop_controller: Some(stop_controller),
             controller_runtime,
@@ -86,6 +98,7 @@ impl Supervised {
             ended = &mut self.saver => task_ended("route snapshot saver", ended),
             ended = optional(&mut self.http) => task_ended("metrics HTTP server", ended),
             ended = optional(&mut self.notifier) => task_ended("905 notifier", ended),
+            ended = optional(&mut self.peers) => task_ended("comparison with the peer NameServers", ended),
             ended = optional(&mut self.controller) => {
                 // Done: not awaited again when the server stops (a finished JoinHandle polled again panics).
                 self.controller = None;
@@ -97,11 +110,11 @@ impl Supervised {
         }
     }
 
-    /// A successor serves the operator's port and writes the route file from now on.
+    /// A successor serves the operator's port, writes the route file and compares with the peers from now on.
     pub(super) fn hand_over(&self) {
         self.saver.abort();
-        if let Some(http) = &self.http {
-            http.abort();
+        for task in self.http.iter().chain(&self.peers) {
+            task.abort();
         }
     }
 
@@ -134,7 +147,7 @@ impl Supervised {
         self.writer.abort();
         self.scan.abort();
         self.saver.abort();
-        for task in self.http.iter().chain(&self.notifier) {
+        for task in self.http.iter().chain(&self.notifier).chain(&self.peers) {
             task.abort();
         }
         if let Some(controller) = &self.controller {
@@ -187,6 +200,7 @@ mod tests {
             saver: pending(),
             http: None,
             notifier: None,
+            peers: None,
             controller: None,
             stop_controller: None,
             controller_runtime: None,
@@ -208,6 +222,7 @@ mod tests {
             saver: pending(),
             http: None,
             notifier: None,
+            peers: None,
             controller: None,
             stop_controller: None,
             controller_runtime: None,
@@ -226,12 +241,35 @@ mod tests {
             saver: pending(),
             http: Some(tokio::spawn(async {})),
             notifier: None,
+            peers: None,
             controller: None,
             stop_controller: None,
             controller_runtime: None,
         };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
+        tasks.abort();
+    }
+
+    /// The comparison with the peers: a panic in it is reported with its message.
+    #[tokio::test]
+    async fn a_comparison_that_panics_is_reported() {
+        let mut tasks = Supervised {
+            writer: pending(),
+            scan: pending(),
+            saver: pending(),
+            http: None,
+            notifier: None,
+            peers: Some(tokio::spawn(async { panic!("a bug in the comparison") })),
+            controller: None,
+            stop_controller: None,
+            controller_runtime: None,
+        };
+        let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
+        assert_eq!(
+            failure.to_string(),
+            "the comparison with the peer NameServers stopped: it panicked: a bug in the comparison"
+        );
         tasks.abort();
     }
 
@@ -245,6 +283,7 @@ mod tests {
             saver: pending(),
             http: None,
             notifier: None,
+            peers: None,
             controller: Some(tokio::spawn(async move { failed })),
             stop_controller: None,
             controller_runtime: None,

@@ -499,3 +499,39 @@ pub fn thread_stats(name: &str) -> Vec<Vec<u64>> {
 pub fn thread_policies(name: &str) -> Vec<u32> {
     thread_stats(name).iter().filter_map(|f| f.get(41 - 3).map(|p| *p as u32)).collect()
 }
+
+/// A NameServer that answers each request with `answer`'s code and body, on a blocking thread.
+pub fn scripted_peer(answer: fn(&RemotingCommand) -> (i32, &'static str)) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                while let Some(asked) = blocking_reply(&mut stream) {
+                    let (code, body) = answer(&asked);
+                    let mut reply = RemotingCommand::response(code, None);
+                    reply.opaque = asked.opaque;
+                    reply.body = bytes::Bytes::from_static(body.as_bytes());
+                    if stream.write_all(&frame_bytes(&reply)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// An HTTP GET of `path` on the operator's port: the status and the body.
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("HTTP port open");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes()).await.unwrap();
+    let mut resp = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut s, &mut resp).await.unwrap();
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}

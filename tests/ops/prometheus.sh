@@ -34,9 +34,10 @@ ok=$?
 verdict $ok "promtool test rules: every alert of the rules fires on its condition and not otherwise"
 [ $ok = 0 ] || tail -n 30 "$work/promtool-test.log"
 
-# rocketns with the metrics port, an audit log and a one-node controller (for the controller's series), and
-# a Prometheus scraping it every second with the rules evaluated every second.
-start_rocketns 19876 metricsPort=19880 "auditLogPath=$work/audit.jsonl" enableControllerInNamesrv=true \
+# rocketns with the metrics port, an audit log, a one-node controller (for the controller's series) and
+# itself as its peer (for the comparison's: the same namesrvPeers on every node lists the node too), and a
+# Prometheus scraping it every second with the rules evaluated every second.
+start_rocketns 19876 metricsPort=19880 "auditLogPath=$work/audit.jsonl" namesrvPeers=127.0.0.1:19876 enableControllerInNamesrv=true \
     controllerDLegerPeers=n0-127.0.0.1:19878 controllerDLegerSelfId=n0 "controllerStorePath=$work/controller" || exit 1
 cat > "$work/prometheus.yml" << YML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
