@@ -36,6 +36,11 @@ struct Cli {
     /// then drains and exits: an upgrade that refuses no connection.
     #[arg(long = "take-over")]
     take_over: bool,
+    /// While another process (a Java NameServer being replaced) holds listenPort, wait up to SECONDS for
+    /// it to go, then listen at once: start this first, stop the other, and the port is closed for about a
+    /// millisecond. The routes are copied from namesrvPeers before the wait (list the node being replaced).
+    #[arg(long = "wait-for-port", value_name = "SECONDS", conflicts_with = "take_over")]
+    wait_for_port: Option<u64>,
     /// Run the controller alone, like Java's `mqcontroller`: its keys (controllerDLegerPeers, …) from the
     /// `-c` file, its port the peer address of controllerDLegerSelfId; no NameServer port.
     #[arg(long = "controller-only")]
@@ -137,7 +142,7 @@ async fn serve(
     lane: &rocketns::lane::WorkLane,
     lookups: std::sync::Arc<rocketns::cores::LookupCores>,
 ) -> ExitCode {
-    let signals = match ShutdownSignals::install() {
+    let mut signals = match ShutdownSignals::install() {
         Ok(s) => s,
         Err(e) => return failed(&format!("cannot install signal handlers: {e}")),
     };
@@ -146,7 +151,12 @@ async fn serve(
     let started = if cli.take_over {
         NameServer::take_over(config, cli.config_file, properties).await
     } else {
-        NameServer::bind_with(config, cli.config_file, properties).await
+        let wait = std::time::Duration::from_secs(cli.wait_for_port.unwrap_or(0));
+        // A signal while the port is waited for stops the wait.
+        tokio::select! {
+            started = NameServer::bind_waiting(config, cli.config_file, properties, wait) => started,
+            () = signals.recv_once() => return failed(&"stopped before it served"),
+        }
     };
     let server = match started {
         Ok(s) => s.with_work_lane(lane).with_lookup_cores(lookups),
@@ -261,6 +271,10 @@ impl ShutdownSignals {
     }
 
     async fn recv(mut self) {
+        self.recv_once().await;
+    }
+
+    async fn recv_once(&mut self) {
         tokio::select! {
             _ = self.interrupt.recv() => tracing::info!("SIGINT received, stopping"),
             _ = self.terminate.recv() => tracing::info!("SIGTERM received, stopping"),

@@ -217,3 +217,73 @@ fn controller_only_serves_the_controller_alone() {
     assert!(status.success());
     assert!(child.wait().expect("wait").success(), "clean exit on SIGTERM");
 }
+
+/// The real binary started with its stderr read into lines as they come, boot line or not.
+fn spawn_reading(mut command: Command) -> (common::Spawned, common::Logs) {
+    use std::io::BufRead;
+    let mut child = common::Spawned(
+        command
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn rocketns"),
+    );
+    let stderr = child.stderr.take().expect("stderr");
+    let logs = common::Logs::default();
+    let kept = logs.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            kept.lock().expect("log lines").push(line);
+        }
+    });
+    (child, logs)
+}
+
+/// `--wait-for-port`: a node started on the port another NameServer holds copies that one's routes
+/// (namesrvPeers names it), waits, and serves them once the other is killed; a signal stops the wait.
+/// Made to fail once by not waiting (it exited: address in use).
+#[test]
+fn a_node_waits_for_the_port_of_the_one_it_replaces_and_serves_its_routes() {
+    let port = common::free_port();
+    let old_dir = tempfile::tempdir().expect("temp dir");
+    let (mut old, addr, _) = common::spawn_binary_with_logs(&common::properties_file(old_dir.path(), port, ""));
+    let mut broker = std::net::TcpStream::connect(&addr).expect("connect");
+    broker.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let b = common::Broker::new("c", "broker-a", 0, "10.0.0.1:10911");
+    let registered = common::blocking_request(
+        &mut broker,
+        &common::register_request(&b, common::dv(1), &[("T1", 4, 4), ("T2", 4, 4)]),
+    );
+    assert_eq!(registered.map(|r| r.code), Some(0));
+
+    let new_dir = tempfile::tempdir().expect("temp dir");
+    let file = common::properties_file(new_dir.path(), port, &format!("namesrvPeers=127.0.0.1:{port}\n"));
+    let mut command = rocketns();
+    command.arg("-c").arg(&file).args(["--wait-for-port", "60"]);
+    let (mut new, logs) = spawn_reading(command);
+    common::log_line(&logs, "routes copied from a peer NameServer", Duration::from_secs(60));
+    common::log_line(&logs, "the port is in use", Duration::from_secs(60));
+    assert!(new.try_wait().expect("try_wait").is_none(), "still waiting");
+
+    old.kill().expect("kill the old one");
+    old.wait().expect("reaped");
+    drop(broker);
+    common::log_line(&logs, "The Name Server boot success", Duration::from_secs(60));
+    let mut client = std::net::TcpStream::connect(&addr).expect("the new node listens");
+    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let route = common::blocking_request(&mut client, &common::route_request("T1", 99)).expect("a reply");
+    assert_eq!(route.code, 0, "the old node's routes, copied while waiting");
+
+    // A signal while waiting ends the wait.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut command = rocketns();
+    command.arg("-c").arg(common::properties_file(dir.path(), port, "")).args(["--wait-for-port", "600"]);
+    let (mut waiting, waiting_logs) = spawn_reading(command);
+    common::log_line(&waiting_logs, "the port is in use", Duration::from_secs(60));
+    assert!(Command::new("kill").arg("-TERM").arg(waiting.id().to_string()).status().unwrap().success());
+    let status = common::exited(&mut waiting, Duration::from_secs(10)).expect("stopped by SIGTERM while waiting");
+    assert!(!status.success());
+    common::log_line(&waiting_logs, "rocketns: stopped before it served", Duration::from_secs(5));
+    drop(new);
+}

@@ -9,8 +9,9 @@
 # via rocketns (tests/java/clients.sh), a 5.x acting-master pair and 905 notices (tests/java/acting-master.sh),
 # signed broker and mqadmin requests (tests/java/signing.sh), cluster-test mode beside the Java NameServer
 # 4.9.7 (tests/java/cluster-test.sh), the gRPC Java client through a Java Proxy (tests/java/proxy.sh),
-# generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh), a Java
-# broker cut from one of two rocketns peers, seen by both and alerted in Prometheus
+# generated request sequences against the Java NameServer in lockstep (tests/java/difftest.sh), a live
+# Java cluster's NameServers replaced by rocketns under traffic, beside Java's own baseline
+# (tests/java/migration.sh), a Java broker cut from one of two rocketns peers, seen by both and alerted in Prometheus
 # (tests/java/peers-partition.sh), and a Java
 # broker group in controller mode failing over through rocketns's controller, then Java's
 # (tests/java/controller.sh), also with controller nodes cut off and slowed (tests/java/controller-partition.sh)
@@ -37,8 +38,8 @@ mkdir -p "$logs"
 shown='^(PASS|FAIL|WARN|INFO)|^controller: |^[a-z][a-z0-9 -]*: [0-9]+ passed, [0-9]+ failed|^difftest: [0-9]+ sequences|^fuzz: |^test result: FAILED|^error(\[|:)'
 
 all=(fmt clippy readme-run test ops-package ops-prometheus ops-upgrade fuzz java-reference java-side-by-side
-    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-peers-partition
-    java-controller java-controller-partition java-controller-chaos interop)
+    java-clients java-acting-master java-signing java-cluster-test java-proxy java-difftest java-migration
+    java-peers-partition java-controller java-controller-partition java-controller-chaos interop)
 stages=("${all[@]}")
 # STAGES="fmt ops-upgrade" runs only those.
 if [ -n "${STAGES:-}" ]; then read -ra stages <<< "$STAGES"; fi
@@ -60,6 +61,7 @@ declare -A what=(
     [java-cluster-test]="cluster-test mode beside the Java NameServer 4.9.7 (and 5.3.3) in the same mode"
     [java-proxy]="the gRPC Java client through a Java Proxy 5.3.3 whose NameServer is rocketns, then Java's"
     [java-difftest]="generated request sequences, Java NameServer 5.3.3 and rocketns in lockstep"
+    [java-migration]="two Java NameServers replaced by rocketns under Java 5.3.3 brokers and clients, then Java's baseline: failed sends and lost messages per step"
     [java-peers-partition]="two rocketns peers and Java 5.3.3 brokers: one broker cut from one node is seen on both, and alerted in Prometheus"
     [java-controller]="a Java 5.3.3 broker group in controller mode fails over through rocketns's controller, then Java's"
     [java-controller-partition]="controller nodes cut off and slowed under a Java 5.3.3 broker group: rocketns's, then Java's"
@@ -91,6 +93,7 @@ run_stage() {
         java-cluster-test) bash tests/java/cluster-test.sh ;;
         java-proxy) bash tests/java/proxy.sh ;;
         java-difftest) bash tests/java/difftest.sh ;;
+        java-migration) bash tests/java/migration.sh ;;
         java-peers-partition) bash tests/java/peers-partition.sh ;;
         java-controller) bash tests/java/controller.sh ;;
         java-controller-partition) bash tests/java/controller-partition.sh ;;

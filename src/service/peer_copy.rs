@@ -1,8 +1,11 @@
 //! The route table copied from a peer NameServer (`namesrvPeers`) by a node that starts without a route
 //! file, before it opens its port: a new node, a replaced machine or a lost disk would otherwise answer
 //! "topic not exist" until every broker's next registration, up to 30 s, and a Java client stays with the
-//! NameServer it picked. Until the copy is in the port is closed, so a client's connection fails and it
-//! tries another NameServer.
+//! NameServer it picked. Until the copy is in the port is closed: a Java 5.3.3 client whose lookup finds it
+//! closed fails that send and goes to another NameServer on its next call (a Go client within the call),
+//! where one answered "topic not exist" or SYSTEM_ERROR stays and fails every send (tests/java/migration.sh).
+//! So a node that replaces another on its port is started beside it (`--wait-for-port`): it copies while
+//! the other still serves, and the port is closed for about a millisecond.
 //!
 //! Only codes the Java NameServer answers: GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER and
 //! each topic's GET_ROUTEINFO_BY_TOPIC, [`IN_FLIGHT`] at a time on one connection. The peers are tried in

@@ -95,20 +95,35 @@ impl NameServer {
         config_file: Option<PathBuf>,
         client_properties: ClientProperties,
     ) -> Result<Self, StartError> {
-        // Before the port opens: while a peer's routes are copied, a client's connection fails and it tries
-        // another NameServer.
+        Self::bind_waiting(config, config_file, client_properties, Duration::ZERO).await
+    }
+
+    /// `bind_with`, waiting up to `wait` for ports another process holds (a NameServer being replaced on
+    /// the same port): tried again every millisecond, so the port is closed for about that long once the
+    /// other process is stopped. The routes are copied from the peers before the wait.
+    pub async fn bind_waiting(
+        config: NamesrvConfig,
+        config_file: Option<PathBuf>,
+        client_properties: ClientProperties,
+        wait: Duration,
+    ) -> Result<Self, StartError> {
+        // Before the port opens: a client that finds it closed goes to another NameServer, one answered
+        // "topic not exist" stays (peer_copy.rs).
         let saved = match read_route_file(&config) {
             Some(file) => Some(file),
             None => peer_routes(&config).await,
         };
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
         let backlog = u32::try_from(config.server_socket_backlog).unwrap_or(1024).max(1);
-        let listener = listen(&addr, backlog).await.map_err(|source| StartError::Listen { addr, source })?;
+        let deadline = tokio::time::Instant::now() + wait;
+        let listener =
+            listen_waiting(&addr, backlog, deadline).await.map_err(|source| StartError::Listen { addr, source })?;
         let metrics_listener = match config.metrics_port {
             0 => None,
             port => {
                 let addr = format!("{}:{}", config.bind_address, port);
-                Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Listen { addr, source })?)
+                let listener = listen_waiting(&addr, 1024, deadline).await;
+                Some(listener.map_err(|source| StartError::Listen { addr, source })?)
             }
         };
         Self::start(config, config_file, client_properties, listener, metrics_listener, saved)
@@ -358,6 +373,22 @@ fn grace_period(config: &NamesrvConfig) -> Duration {
 }
 
 /// Binds with `serverSocketBacklog` as the accept queue (the kernel may cap it at `somaxconn`).
+/// `listen`, tried again every millisecond until `deadline` while another process holds the address.
+async fn listen_waiting(addr: &str, backlog: u32, deadline: tokio::time::Instant) -> std::io::Result<TcpListener> {
+    let mut said = false;
+    loop {
+        match listen(addr, backlog).await {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tokio::time::Instant::now() < deadline => {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(addr, "the port is in use: waiting for the process that holds it to stop");
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
 async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
     let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no address for {addr}"));
     for a in tokio::net::lookup_host(addr).await? {
