@@ -39,7 +39,8 @@ struct Cli {
     /// While another process (a Java NameServer being replaced) holds listenPort, wait up to SECONDS for
     /// it to go, then listen at once: start this first, stop the other, and the port is closed for about a
     /// millisecond. The routes are copied from namesrvPeers before the wait (list the node being replaced).
-    #[arg(long = "wait-for-port", value_name = "SECONDS", conflicts_with = "take_over")]
+    #[arg(long = "wait-for-port", value_name = "SECONDS", conflicts_with = "take_over",
+        value_parser = clap::value_parser!(u64).range(0..=86_400))]
     wait_for_port: Option<u64>,
     /// Run the controller alone, like Java's `mqcontroller`: its keys (controllerDLegerPeers, …) from the
     /// `-c` file, its port the peer address of controllerDLegerSelfId; no NameServer port.
@@ -152,10 +153,13 @@ async fn serve(
         NameServer::take_over(config, cli.config_file, properties).await
     } else {
         let wait = std::time::Duration::from_secs(cli.wait_for_port.unwrap_or(0));
-        // A signal while the port is waited for stops the wait.
+        // A signal while the routes are copied or the port is waited for stops the start, as asked.
         tokio::select! {
             started = NameServer::bind_waiting(config, cli.config_file, properties, wait) => started,
-            () = signals.recv_once() => return failed(&"stopped before it served"),
+            () = signals.recv_once() => {
+                tracing::info!("The Name Server stopped before it served");
+                return ExitCode::SUCCESS;
+            }
         }
     };
     let server = match started {

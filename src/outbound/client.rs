@@ -31,6 +31,8 @@ pub enum OutboundError {
     ReplyTimeout { addr: String, ms: u128 },
     #[error("the connection to {addr} closed before the reply")]
     Closed { addr: String },
+    #[error("{addr} sent what is not a reply, and the connection was closed: {error}")]
+    Undecodable { addr: String, error: String },
 }
 
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>>;
@@ -41,6 +43,9 @@ pub struct PeerConnection {
     pending: Pending,
     next_opaque: AtomicI32,
     closed: Arc<AtomicBool>,
+    /// Why the reader closed the connection, when the peer sent what could not be decoded: the caller
+    /// says so where it reports the failed request (each caller holds its own log to a rate).
+    undecodable: Arc<std::sync::OnceLock<String>>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -72,13 +77,16 @@ impl PeerConnection {
         let (read, write) = stream.into_split();
         let pending: Pending = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
-        let reader = tokio::spawn(read_replies(read, addr.to_string(), pending.clone(), closed.clone()));
+        let undecodable = Arc::new(std::sync::OnceLock::new());
+        let ends = Ends { closed: closed.clone(), undecodable: undecodable.clone() };
+        let reader = tokio::spawn(read_replies(read, addr.to_string(), pending.clone(), ends));
         Ok(PeerConnection {
             addr: addr.to_string(),
             writer: tokio::sync::Mutex::new(write),
             pending,
             next_opaque: AtomicI32::new(1),
             closed,
+            undecodable,
             reader,
         })
     }
@@ -98,7 +106,10 @@ impl PeerConnection {
         let _entry = PendingEntry { pending: &self.pending, opaque };
         let exchange = async {
             self.send(&cmd).await?;
-            rx.await.map_err(|_| OutboundError::Closed { addr: self.addr.clone() })
+            rx.await.map_err(|_| match self.undecodable.get() {
+                Some(error) => OutboundError::Undecodable { addr: self.addr.clone(), error: error.clone() },
+                None => OutboundError::Closed { addr: self.addr.clone() },
+            })
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
@@ -159,9 +170,16 @@ fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<i32, oneshot::Se
     pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// How the reader tells the connection that it ended, and why when the peer sent garbage.
+struct Ends {
+    closed: Arc<AtomicBool>,
+    undecodable: Arc<std::sync::OnceLock<String>>,
+}
+
 /// Hands each reply to the request waiting for its opaque, until the connection ends; then every waiting
-/// request learns that it closed.
-async fn read_replies(mut read: OwnedReadHalf, addr: String, pending: Pending, closed: Arc<AtomicBool>) {
+/// request learns that it closed (and why, when what the peer sent could not be decoded: logged here at
+/// debug only, as a peer could otherwise make a line of every request).
+async fn read_replies(mut read: OwnedReadHalf, addr: String, pending: Pending, ends: Ends) {
     let mut decoder = FrameDecoder::new(MAX_REPLY);
     let mut buf = BytesMut::with_capacity(4096);
     'read: loop {
@@ -175,13 +193,15 @@ async fn read_replies(mut read: OwnedReadHalf, addr: String, pending: Pending, c
                     }
                     Ok(_) => tracing::debug!(peer = %addr, "request from a peer ignored"),
                     Err(e) => {
-                        tracing::warn!(peer = %addr, error = %e, "undecodable reply, closing the connection");
+                        tracing::debug!(peer = %addr, error = %e, "undecodable reply, closing the connection");
+                        let _ = ends.undecodable.set(crate::error::shown(&e.to_string(), 256).to_string());
                         break 'read;
                     }
                 },
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(peer = %addr, error = %e, "undecodable frame, closing the connection");
+                    tracing::debug!(peer = %addr, error = %e, "undecodable frame, closing the connection");
+                    let _ = ends.undecodable.set(crate::error::shown(&e.to_string(), 256).to_string());
                     break 'read;
                 }
             }
@@ -191,6 +211,6 @@ async fn read_replies(mut read: OwnedReadHalf, addr: String, pending: Pending, c
             Ok(_) => {}
         }
     }
-    closed.store(true, Ordering::Release);
+    ends.closed.store(true, Ordering::Release);
     lock(&pending).clear();
 }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::{bool_field, required, success};
 use crate::error::RequestError;
 use crate::outbound::product_env::ProductEnv;
-use crate::protocol::broker_versions::{self, BrokerVersion};
+use crate::protocol::broker_versions;
 use crate::protocol::codes::{response, version};
 use crate::protocol::json::{self, JsonStyle};
 use crate::protocol::route_data::write_broker_addrs;
@@ -138,21 +138,16 @@ async fn with_table_body(p: &ServerState, body: TableBody) -> Result<RemotingCom
 }
 
 /// GET_BROKER_CLUSTER_INFO; with `withDataVersions=true` (a rocketns peer comparing, `broker_versions`),
-/// each live broker's DataVersion in the reply's header too, O(brokers).
+/// each live broker's DataVersion in the reply's header too: encoded once for each state of the live
+/// table, as the body is once a snapshot.
 pub(super) async fn get_broker_cluster_info(
     p: &ServerState,
     req: &RemotingCommand,
 ) -> Result<RemotingCommand, RequestError> {
     let mut resp = with_table_body(p, TableBody::ClusterInfo).await?;
     if req.ext(broker_versions::ASK) == Some("true") {
-        let versions = p.routes.liveness.data_versions().into_iter().map(|(key, version)| BrokerVersion {
-            cluster: key.cluster.to_string(),
-            addr: key.addr.to_string(),
-            version,
-        });
-        resp.ext_fields
-            .get_or_insert_with(Default::default)
-            .insert(broker_versions::REPLY, broker_versions::encode(versions));
+        let told = p.routes.liveness.data_versions_told();
+        resp.ext_fields.get_or_insert_with(Default::default).insert(broker_versions::REPLY, &*told);
     }
     Ok(resp)
 }

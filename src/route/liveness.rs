@@ -58,9 +58,21 @@ impl BrokerLiveInfo {
 }
 
 /// The table itself: changed by the route writer alone (its mutators are private to `route`).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub(crate) struct BrokerLiveTable {
     map: DashMap<BrokerAddrKey, BrokerLiveInfo>,
+    /// Entries put or removed so far (a heartbeat's touch is not a change): what the versions told to a
+    /// peer were encoded at.
+    changes: std::sync::atomic::AtomicU64,
+    /// The last versions told to a peer (`protocol::broker_versions`), and at what `changes`.
+    told: arc_swap::ArcSwapOption<(u64, Arc<str>)>,
+}
+
+/// The entries (for a table driven directly, `route::direct`); the versions told are encoded anew.
+impl Clone for BrokerLiveTable {
+    fn clone(&self) -> Self {
+        BrokerLiveTable { map: self.map.clone(), ..Default::default() }
+    }
 }
 
 impl BrokerLiveTable {
@@ -74,10 +86,13 @@ impl BrokerLiveTable {
 
     pub(super) fn insert(&self, key: BrokerAddrKey, info: BrokerLiveInfo) {
         self.map.insert(key, info);
+        self.changes.fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     pub(super) fn remove(&self, key: &BrokerAddrKey) -> Option<BrokerLiveInfo> {
-        self.map.remove(key).map(|(_, v)| v)
+        let removed = self.map.remove(key).map(|(_, v)| v);
+        self.changes.fetch_add(1, std::sync::atomic::Ordering::Release);
+        removed
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -238,9 +253,23 @@ impl LiveView {
         self.0.touch(key, now)
     }
 
-    /// Every live broker's DataVersion (told to a peer NameServer that compares, `broker_versions`).
-    pub fn data_versions(&self) -> Vec<(BrokerAddrKey, DataVersion)> {
-        self.0.map.iter().map(|e| (e.key().clone(), e.value().data_version)).collect()
+    /// Every live broker's DataVersion as a peer NameServer that compares is told them
+    /// (`broker_versions`): encoded once for each state of the table, however many ask.
+    pub fn data_versions_told(&self) -> Arc<str> {
+        use std::sync::atomic::Ordering;
+        let t = &self.0;
+        let at = t.changes.load(Ordering::Acquire);
+        if let Some(told) = t.told.load().as_ref().filter(|told| told.0 == at) {
+            return told.1.clone();
+        }
+        let versions = t.map.iter().map(|e| crate::protocol::broker_versions::BrokerVersion {
+            cluster: e.key().cluster.to_string(),
+            addr: e.key().addr.to_string(),
+            version: e.value().data_version,
+        });
+        let text: Arc<str> = crate::protocol::broker_versions::encode(versions).into();
+        t.told.store(Some(Arc::new((at, text.clone()))));
+        text
     }
 
     /// The heartbeat timeout of the broker at `key`, if it last registered over connection `conn`.
@@ -294,5 +323,21 @@ mod tests {
         assert!(t.is_data_version_changed(&key, Some(&DataVersion { counter: 2, ..dv })));
         assert!(t.is_data_version_changed(&key, None));
         assert_eq!(t.registered_over(7), vec![key]);
+    }
+
+    /// The versions told to peers are encoded once for each state of the table: a heartbeat changes
+    /// nothing, a registration or a removal does.
+    #[test]
+    fn versions_told_are_encoded_once_a_change() {
+        let table = Arc::new(BrokerLiveTable::new());
+        let view = LiveView::new(table.clone());
+        let key = BrokerAddrKey::new("c", "a:1");
+        table.insert(key.clone(), info(Instant::now(), DEFAULT_BROKER_TIMEOUT));
+        let first = view.data_versions_told();
+        assert_eq!(&*first, r#"[["c","a:1",0,0,1]]"#);
+        view.touch(&key, Instant::now());
+        assert!(Arc::ptr_eq(&first, &view.data_versions_told()), "encoded once");
+        table.remove(&key);
+        assert_eq!(&*view.data_versions_told(), "[]");
     }
 }

@@ -1,12 +1,14 @@
 //! The comparison of this node's brokers with each peer's (`namesrvPeers`), every scan period
-//! (`scanNotActiveBrokerInterval`), each peer on a loop of its own and one connection kept to it: asks for
+//! (`scanNotActiveBrokerInterval`), each peer on a loop of its own: over a connection of its own, asks for
 //! its cluster info (and, from a rocketns peer, its brokers' DataVersions), compares (`ops::peers`), and
-//! publishes the view that /metrics and /cluster show. A line is logged when a peer starts or stops
-//! disagreeing (or answering), at most one warning and one all-clear a minute for each peer.
+//! publishes the view that /metrics and /cluster show. A line is logged when a peer has disagreed at two
+//! comparisons in a row (a registration that reached one node a moment before the other is not news), or
+//! agrees again, or stops answering: at most one warning and one all-clear a minute for each peer.
 //!
 //! A peer is a stranger until it answers: each reply at most [`MAX_CLUSTER_INFO`] bytes, within
-//! [`ASK_WITHIN`]; what it says changes only its own view, never the routes. At most
-//! `config::MAX_NAMESRV_PEERS` peers.
+//! [`ASK_WITHIN`], and the connection closed after it (a peer cannot keep this node reading between
+//! comparisons); what it says changes only its own view, never the routes, and its words are clipped to
+//! [`ERROR_SHOWN`] bytes. At most `config::MAX_NAMESRV_PEERS` peers.
 
 use std::time::Duration;
 
@@ -25,8 +27,12 @@ use crate::route::RouteHandle;
 pub const ASK_WITHIN: Duration = Duration::from_secs(3);
 /// A peer's cluster info at most (a thousand brokers' is about 150 KB), decoded only within it.
 pub const MAX_CLUSTER_INFO: usize = 4 << 20;
+/// Comparisons at most this often, whatever the scan period (each is a connection to the peer).
+const MIN_PERIOD: Duration = Duration::from_millis(100);
 /// A warning or an all-clear for one peer at most this often.
 const LOG_EVERY: Duration = Duration::from_secs(60);
+/// What a peer's failure shows of itself (an error quoting what it sent), in /cluster and the log.
+pub const ERROR_SHOWN: usize = 256;
 
 /// Runs a loop for each peer's slot; returns only if one of them ends (a panic), which the server's
 /// supervision reports.
@@ -44,12 +50,11 @@ pub async fn compare_with_peers(routes: RouteHandle, config: SharedConfig, slots
 
 async fn compare_with(slot: PeerSlot, routes: RouteHandle, config: SharedConfig) {
     let peer = slot.peer();
-    let mut conn: Option<PeerConnection> = None;
     let mut log = LogThrottle::default();
     loop {
-        let period = Duration::from_millis(config.load().scan_not_active_broker_interval.max(1));
+        let period = Duration::from_millis(config.load().scan_not_active_broker_interval).max(MIN_PERIOD);
         tokio::time::sleep(period).await;
-        let state = match ask(&peer, &mut conn).await {
+        let state = match ask(&peer).await {
             Ok((info, versions)) => {
                 // This node's table as it is now, after the peer's answer arrived.
                 let ours = Members::of_snapshot(&routes.load(), &routes.liveness);
@@ -62,8 +67,7 @@ async fn compare_with(slot: PeerSlot, routes: RouteHandle, config: SharedConfig)
                 }
             }
             Err(error) => {
-                conn = None;
-                PeerState::Unreachable { error: error.to_string() }
+                PeerState::Unreachable { error: crate::error::shown(&error.to_string(), ERROR_SHOWN).into_owned() }
             }
         };
         log.say(&peer, &state, Instant::now());
@@ -83,18 +87,10 @@ pub enum AskError {
     Unreadable { what: &'static str, error: serde_json::Error },
 }
 
-/// The peer's cluster info and, from a rocketns peer, its brokers' DataVersions; over the kept connection,
-/// or a new one.
-async fn ask(
-    peer: &str,
-    conn: &mut Option<PeerConnection>,
-) -> Result<(RemoteClusterInfo, Option<Vec<broker_versions::BrokerVersion>>), AskError> {
-    if conn.as_ref().is_none_or(PeerConnection::is_closed) {
-        *conn = Some(PeerConnection::connect(peer, ASK_WITHIN).await?);
-    }
-    let Some(c) = conn.as_ref() else {
-        return Err(crate::outbound::client::OutboundError::Closed { addr: peer.to_string() }.into());
-    };
+/// The peer's cluster info and, from a rocketns peer, its brokers' DataVersions, over a connection that
+/// goes with the answer.
+async fn ask(peer: &str) -> Result<(RemoteClusterInfo, Option<Vec<broker_versions::BrokerVersion>>), AskError> {
+    let c = PeerConnection::connect(peer, ASK_WITHIN).await?;
     let mut ext = ExtFields::new();
     ext.insert(broker_versions::ASK, "true");
     let reply = c.request(RemotingCommand::request(request::GET_BROKER_CLUSTER_INFO, ext), ASK_WITHIN).await?;
@@ -116,10 +112,12 @@ async fn ask(
     Ok((info, versions))
 }
 
-/// What was last logged for one peer, and when each kind of line last went out.
+/// What was last logged for one peer, the divergence of the comparison before, and when each kind of
+/// line last went out.
 #[derive(Default)]
 struct LogThrottle {
     said: Option<String>,
+    before: Option<String>,
     warned: Option<Instant>,
     cleared: Option<Instant>,
 }
@@ -132,7 +130,12 @@ impl LogThrottle {
             PeerState::Compared { divergence, .. } if !divergence.is_empty() => (divergence.to_string(), true),
             PeerState::Compared { .. } => ("agree".to_string(), false),
         };
+        let seen_before = self.before.replace(line.clone()).as_deref() == Some(line.as_str());
         if self.said.as_deref() == Some(line.as_str()) {
+            return;
+        }
+        // A divergence is news once it is seen twice in a row.
+        if matches!(state, PeerState::Compared { .. }) && warning && !seen_before {
             return;
         }
         // Agreeing from the start is not news.
@@ -185,26 +188,33 @@ mod tests {
     }
 
     #[test]
-    fn a_change_is_said_at_once_and_flapping_at_most_once_a_minute() {
+    fn a_divergence_seen_twice_is_said_and_flapping_at_most_once_a_minute() {
         let t0 = Instant::now();
         let mut log = LogThrottle::default();
         let at = |s: u64| t0 + Duration::from_secs(s);
         log.say("p", &agree(), at(0));
         assert_eq!((log.said.as_deref(), log.cleared), (Some("agree"), None), "not logged");
-        // Disagreeing right after agreeing is a warning now, not in a minute.
-        log.say("p", &disagree(1), at(5));
+        // A blip (one comparison) is not news.
+        log.say("p", &disagree(9), at(5));
+        log.say("p", &agree(), at(10));
+        assert_eq!((log.said.as_deref(), log.warned), (Some("agree"), None));
+        // Seen twice: a warning at once.
+        log.say("p", &disagree(1), at(15));
+        log.say("p", &disagree(1), at(20));
         assert_eq!(log.said.as_deref(), Some("missing_here: c/b1/0@h:1"));
         // Another divergence within the minute waits; the same one is not said twice.
-        log.say("p", &disagree(2), at(10));
+        log.say("p", &disagree(2), at(25));
+        log.say("p", &disagree(2), at(30));
         assert_eq!(log.said.as_deref(), Some("missing_here: c/b1/0@h:1"));
-        log.say("p", &disagree(2), at(66));
+        log.say("p", &disagree(2), at(81));
         assert_eq!(log.said.as_deref(), Some("missing_here: c/b2/0@h:1"));
         // The all-clear has a minute of its own: said at once after the warning.
-        log.say("p", &agree(), at(70));
+        log.say("p", &agree(), at(85));
         assert_eq!(log.said.as_deref(), Some("agree"));
-        log.say("p", &disagree(3), at(75));
+        log.say("p", &disagree(3), at(90));
+        log.say("p", &disagree(3), at(95));
         assert_eq!(log.said.as_deref(), Some("agree"), "a second warning within the minute");
-        log.say("p", &disagree(3), at(126));
+        log.say("p", &disagree(3), at(141));
         assert_eq!(log.said.as_deref(), Some("missing_here: c/b3/0@h:1"));
     }
 }

@@ -115,9 +115,8 @@ impl NameServer {
         };
         let addr = format!("{}:{}", config.bind_address, config.listen_port);
         let backlog = u32::try_from(config.server_socket_backlog).unwrap_or(1024).max(1);
-        let deadline = tokio::time::Instant::now() + wait;
-        let listener =
-            listen_waiting(&addr, backlog, deadline).await.map_err(|source| StartError::Listen { addr, source })?;
+        let deadline = tokio::time::Instant::now().checked_add(wait).unwrap_or_else(far_future);
+        // The metrics port first: once the remoting port is open clients come, and must not wait on it.
         let metrics_listener = match config.metrics_port {
             0 => None,
             port => {
@@ -126,6 +125,8 @@ impl NameServer {
                 Some(listener.map_err(|source| StartError::Listen { addr, source })?)
             }
         };
+        let listener =
+            listen_waiting(&addr, backlog, deadline).await.map_err(|source| StartError::Listen { addr, source })?;
         Self::start(config, config_file, client_properties, listener, metrics_listener, saved)
     }
 
@@ -372,7 +373,6 @@ fn grace_period(config: &NamesrvConfig) -> Duration {
     }
 }
 
-/// Binds with `serverSocketBacklog` as the accept queue (the kernel may cap it at `somaxconn`).
 /// `listen`, tried again every millisecond until `deadline` while another process holds the address.
 async fn listen_waiting(addr: &str, backlog: u32, deadline: tokio::time::Instant) -> std::io::Result<TcpListener> {
     let mut said = false;
@@ -389,6 +389,7 @@ async fn listen_waiting(addr: &str, backlog: u32, deadline: tokio::time::Instant
     }
 }
 
+/// Binds with `serverSocketBacklog` as the accept queue (the kernel may cap it at `somaxconn`).
 async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
     let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no address for {addr}"));
     for a in tokio::net::lookup_host(addr).await? {
@@ -434,4 +435,9 @@ async fn peer_routes(config: &NamesrvConfig) -> Option<RouteDump> {
         return None;
     }
     crate::service::peer_copy::copy_from_peers(&peers).await
+}
+
+/// A deadline that never comes, for a wait too long to add to now.
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }

@@ -356,9 +356,8 @@ pub fn spawn_command_with_logs(command: std::process::Command) -> (Spawned, Stri
     spawn_until_boot_line(command, "The Name Server boot success. serializeType=JSON, address ")
 }
 
-/// `spawn_command_with_logs`, for a boot line that ends with `boot` and the address.
-pub fn spawn_until_boot_line(mut command: std::process::Command, boot: &str) -> (Spawned, String, Logs) {
-    use std::io::BufRead;
+/// Starts `command` logging at info, its stderr to be read.
+pub fn spawn_logging(mut command: std::process::Command) -> (Spawned, std::process::ChildStderr) {
     let mut child = Spawned(
         command
             .env("RUST_LOG", "info")
@@ -368,6 +367,13 @@ pub fn spawn_until_boot_line(mut command: std::process::Command, boot: &str) -> 
             .expect("spawn rocketns"),
     );
     let stderr = child.stderr.take().expect("stderr");
+    (child, stderr)
+}
+
+/// `spawn_command_with_logs`, for a boot line that ends with `boot` and the address.
+pub fn spawn_until_boot_line(command: std::process::Command, boot: &str) -> (Spawned, String, Logs) {
+    use std::io::BufRead;
+    let (child, stderr) = spawn_logging(command);
     // A thread reads the lines, so that a binary that never prints the boot line fails the test (after a
     // minute, the time a debug build may take to start under load) rather than hanging it; it keeps
     // draining them after, so that the server never blocks on a full pipe.

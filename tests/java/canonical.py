@@ -17,10 +17,11 @@ def canon(value):
     return value
 
 
-text = sys.stdin.read()
-try:
-    parsed = json.loads(re.sub(r'([{,]\s*)(-?\d+):', lambda m: m.group(1) + '"' + m.group(2) + '":', text))
-except ValueError:
-    sys.stdout.write("".join(sorted(text.splitlines(keepends=True))))
-else:
-    print(json.dumps(canon(parsed), sort_keys=True, indent=1))
+if __name__ == "__main__":
+    text = sys.stdin.read()
+    try:
+        parsed = json.loads(re.sub(r'([{,]\s*)(-?\d+):', lambda m: m.group(1) + '"' + m.group(2) + '":', text))
+    except ValueError:
+        sys.stdout.write("".join(sorted(text.splitlines(keepends=True))))
+    else:
+        print(json.dumps(canon(parsed), sort_keys=True, indent=1))

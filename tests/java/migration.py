@@ -33,6 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from canonical import canon  # noqa: E402
 from remoting import Connection  # noqa: E402
 
 BROKERS = ("broker-a", "broker-b")
@@ -68,14 +69,6 @@ def until(deadline, check, pause=0.2):
             pass
         time.sleep(pause)
     return False
-
-
-def canon(value):
-    if isinstance(value, list):
-        return sorted((canon(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
-    if isinstance(value, dict):
-        return {k: canon(v) for k, v in value.items()}
-    return value
 
 
 def parsed(body):

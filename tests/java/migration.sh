@@ -66,10 +66,11 @@ start_node() {
     fi
 }
 
-# wait_log FILE TEXT: until FILE has a line with TEXT (a minute at most).
+# wait_log FILE TEXT PID: until FILE has a line with TEXT (a minute at most) while process PID runs.
 wait_log() {
     for _ in $(seq 600); do
         grep -qF "$2" "$1" 2> /dev/null && return 0
+        kill -0 "$3" 2> /dev/null || return 1
         sleep 0.1
     done
     return 1
@@ -100,7 +101,7 @@ replace() {
         rm -rf "$work/rocketns-$port"
         ROCKETNS_OPTS="--wait-for-port 60" start_rocketns "$port" "namesrvPeers=127.0.0.1:$port;$peers" || exit 1
         node_pid[$port]=${pids[-1]}
-        if ! wait_log "$work/rocketns-$port.log" "the port is in use"; then
+        if ! wait_log "$work/rocketns-$port.log" "the port is in use" "${node_pid[$port]}"; then
             echo "migration: rocketns did not copy and wait for the port; its log:"
             tail -n 20 "$work/rocketns-$port.log"
             exit 1
@@ -108,7 +109,8 @@ replace() {
         touch "$work/$row-ctl/closed"
         kill9 "$old"
         touch "$work/$row-ctl/killed-$step"
-        wait_log "$work/rocketns-$port.log" "boot success" || { echo "migration: rocketns did not take the port"; exit 1; }
+        wait_log "$work/rocketns-$port.log" "boot success" "${node_pid[$port]}" \
+            || { echo "migration: rocketns did not take the port"; tail -n 20 "$work/rocketns-$port.log"; exit 1; }
     else
         touch "$work/$row-ctl/closed"
         kill9 "$old"
