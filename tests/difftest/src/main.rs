@@ -230,7 +230,7 @@ fn main() -> std::process::ExitCode {
                 let Some(diff) = outcome.difference.clone() else { continue };
                 println!("difftest: seed {seed}: step {} differs ({})", diff.step + 1, diff.signature);
                 differing += 1;
-                if found.contains(&diff.signature) {
+                if found.iter().any(|(signature, _)| *signature == diff.signature) {
                     println!(
                         "  {}\n  {} (shrunk above)",
                         seq.describe(&seq.steps[diff.step]),
@@ -257,16 +257,19 @@ fn main() -> std::process::ExitCode {
                         Err(e) => eprintln!("difftest: {}: {e}", path.display()),
                     }
                 }
-                found.push(diff.signature);
+                found.push((diff.signature, format!("seed {seed} step {}", diff.step + 1)));
             }
+            // Where each kind was found, on the summary line: the line a CI log's tail keeps.
+            let kinds = found.iter().map(|(signature, at)| format!("{at}: {signature}")).collect::<Vec<_>>().join("; ");
             println!(
-                "difftest: {} sequences, {} steps, {} requests against Java {java_version} in {:.0} s; {differing} differ ({} kinds), {known} \
-                 times the states differed on purpose",
+                "difftest: {} sequences, {} steps, {} requests against Java {java_version} in {:.0} s; {differing} differ ({} kinds{}{kinds}), \
+                 {known} times the states differed on purpose",
                 runner.sequences_run,
                 runner.steps_run,
                 runner.requests_run,
                 started.elapsed().as_secs_f64(),
-                found.len()
+                found.len(),
+                if found.is_empty() { "" } else { ": " }
             );
             if found.is_empty() || report_only {
                 std::process::ExitCode::SUCCESS

@@ -26,6 +26,10 @@ const EXPIRE_TIMEOUT: Duration = Duration::from_secs(6);
 /// The step name of the pseudo-reply that says whether a leaving broker left.
 pub const LEFT: &str = "left";
 
+/// The barrier's broker: its own name, cluster and address, which no generated broker has, and no topics.
+const BARRIER: &str = "difftest-barrier";
+const BARRIER_ADDR: &str = "127.0.0.1:1";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum ConnKey {
     Broker(usize),
@@ -179,6 +183,45 @@ impl Session {
         }
     }
 
+    /// Until the server has applied every removal submitted before now. Both servers answer
+    /// UNREGISTER_BROKER before they apply it, and apply removals in order (Java's
+    /// BatchUnregistrationService queue, rocketns's writer); Java also queues a second removal of an expired
+    /// broker when its closed channel's event finds the entry not yet removed. A removal with nothing to
+    /// show (an address already gone, a group already empty) cannot be waited for by what it changes, and
+    /// one applied after the next step's registration undoes it: so a barrier broker is registered and
+    /// unregistered, and once it has left, everything queued before it has been applied (Java's generated
+    /// difference of 2026-12-07: an unregistration of an absent address raced the next read). None when it
+    /// passed; a pseudo-reply saying it did not otherwise.
+    async fn barrier(&mut self) -> Option<Reply> {
+        let spec = BrokerSpec {
+            cluster: BARRIER.into(),
+            name: BARRIER.into(),
+            id: 0,
+            addr: BARRIER_ADDR.into(),
+            v4: false,
+            acting_master: false,
+            zone: None,
+        };
+        let dv = Dv { counter: 1, state: 0, timestamp: 1 };
+        let register = request::register(&spec, &dv, &[], crate::model::BodyForm::Json, request::HEARTBEAT_TIMEOUT_MS);
+        let registered = self.call(ConnKey::Watch, "barrier", register, SerializeType::Json).await;
+        let unregistered = self.call(ConnKey::Watch, "barrier", request::unregister(&spec), SerializeType::Json).await;
+        if registered.code != 0 || unregistered.code != 0 {
+            return Some(note(format!("barrier refused: {} {}", registered.code, unregistered.code)));
+        }
+        let deadline = tokio::time::Instant::now() + LEAVE_TIMEOUT;
+        loop {
+            let reply = self.call(ConnKey::Watch, "watch", request::cluster_info(), SerializeType::Json).await;
+            if reply.code == 0 && !String::from_utf8_lossy(&reply.body_bytes()).contains(BARRIER) {
+                return None;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Some(note("barrier not passed".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// UNREGISTER_BROKER of broker `b`, over the watch connection, then until the server keeps no
     /// DataVersion for its address (bounded): how the runner brings the two servers' states together again
     /// after a difference kept on purpose (`stale-live-entry`).
@@ -186,7 +229,9 @@ impl Session {
         let cmd = request::unregister(&self.brokers[b]);
         let unregistered = self.call(ConnKey::Watch, "[104]", cmd, SerializeType::Json).await;
         let gone = self.until_forgotten(b, LEAVE_TIMEOUT).await.body_bytes().is_empty();
-        vec![unregistered, note(if gone { "forgotten".into() } else { "still kept".into() })]
+        let mut replies = vec![unregistered, note(if gone { "forgotten".into() } else { "still kept".into() })];
+        replies.extend(self.barrier().await);
+        replies
     }
 
     /// Addresses whose last registration came over broker `b`'s connection; forgotten.
@@ -247,6 +292,9 @@ impl Session {
                 self.conns.remove(&ConnKey::Broker(*broker));
             }
             _ => {}
+        }
+        if matches!(op, Op::Unregister { .. } | Op::Close { .. } | Op::Expire { .. }) {
+            replies.extend(self.barrier().await);
         }
         replies
     }
