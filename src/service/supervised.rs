@@ -192,10 +192,10 @@ mod tests {
         tokio::spawn(std::future::pending())
     }
 
-    #[tokio::test]
-    async fn a_panicking_writer_is_reported_with_its_panic() {
-        let mut tasks = Supervised {
-            writer: tokio::spawn(async { panic!("a bug in the route builder") }),
+    /// Every required task running for good, no optional one: each test sets the one it fails.
+    fn idle() -> Supervised {
+        Supervised {
+            writer: pending(),
             scan: pending(),
             saver: pending(),
             http: None,
@@ -204,7 +204,12 @@ mod tests {
             controller: None,
             stop_controller: None,
             controller_runtime: None,
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_writer_is_reported_with_its_panic() {
+        let mut tasks = Supervised { writer: tokio::spawn(async { panic!("a bug in the route builder") }), ..idle() };
         match tasks.ended().await {
             ServeError::TaskEnded { task, reason } => {
                 assert_eq!(task, "route writer");
@@ -216,17 +221,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_scan_that_returns_is_reported() {
-        let mut tasks = Supervised {
-            writer: pending(),
-            scan: tokio::spawn(async {}),
-            saver: pending(),
-            http: None,
-            notifier: None,
-            peers: None,
-            controller: None,
-            stop_controller: None,
-            controller_runtime: None,
-        };
+        let mut tasks = Supervised { scan: tokio::spawn(async {}), ..idle() };
         let failure = tasks.ended().await;
         assert_eq!(failure.to_string(), "the expiry scan stopped: it returned");
         tasks.abort();
@@ -235,17 +230,7 @@ mod tests {
     /// The metrics port is watched like the route tasks: its server ending stops the name server.
     #[tokio::test]
     async fn a_metrics_server_that_ends_is_reported() {
-        let mut tasks = Supervised {
-            writer: pending(),
-            scan: pending(),
-            saver: pending(),
-            http: Some(tokio::spawn(async {})),
-            notifier: None,
-            peers: None,
-            controller: None,
-            stop_controller: None,
-            controller_runtime: None,
-        };
+        let mut tasks = Supervised { http: Some(tokio::spawn(async {})), ..idle() };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(failure.to_string(), "the metrics HTTP server stopped: it returned");
         tasks.abort();
@@ -254,17 +239,7 @@ mod tests {
     /// The comparison with the peers: a panic in it is reported with its message.
     #[tokio::test]
     async fn a_comparison_that_panics_is_reported() {
-        let mut tasks = Supervised {
-            writer: pending(),
-            scan: pending(),
-            saver: pending(),
-            http: None,
-            notifier: None,
-            peers: Some(tokio::spawn(async { panic!("a bug in the comparison") })),
-            controller: None,
-            stop_controller: None,
-            controller_runtime: None,
-        };
+        let mut tasks = Supervised { peers: Some(tokio::spawn(async { panic!("a bug in the comparison") })), ..idle() };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(
             failure.to_string(),
@@ -277,17 +252,7 @@ mod tests {
     #[tokio::test]
     async fn a_controller_that_ends_is_reported() {
         let failed = crate::controller::ControllerError::Ended { task: "port", reason: "accept failed".into() };
-        let mut tasks = Supervised {
-            writer: pending(),
-            scan: pending(),
-            saver: pending(),
-            http: None,
-            notifier: None,
-            peers: None,
-            controller: Some(tokio::spawn(async move { failed })),
-            stop_controller: None,
-            controller_runtime: None,
-        };
+        let mut tasks = Supervised { controller: Some(tokio::spawn(async move { failed })), ..idle() };
         let failure = tokio::time::timeout(Duration::from_secs(10), tasks.ended()).await.expect("reported");
         assert_eq!(failure.to_string(), "the controller stopped: the controller's port ended: accept failed");
         tasks.abort();
