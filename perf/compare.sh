@@ -22,6 +22,11 @@
 #   JAVA_WARMUP=20                  # seconds of load before the Java NameServer is measured (JIT; see
 #                                   # perf/README.md for how long it takes); the others get 1 s
 #   BIG_DURATION=10                 # seconds of each bigchurn case (at least three registrations a broker)
+#   ROCKETNS_BEFORE=/tmp/old/target/release/rocketns SERVERS="rocketns-before rocketns" perf/compare.sh
+#                                   # an older build beside this one, as server `rocketns-before`
+#   IDLE_CONNECTIONS=18000          # connections of the idle scenario (each server and the load generator
+#                                   # need as many descriptors: keep it under `ulimit -Hn`)
+#   IDLE_POLLS=2                    # lookups on each idle connection before it is left (1: the first only)
 #
 # `bigchurn` is four runs: 64 connections x 1 lookup in flight on the reference table while two brokers of
 # 100,000 topics of their own (frames of about 15 MB, sent at 1 Gbit/s) change the table every 3 s between
@@ -35,6 +40,11 @@
 # thousand times larger costs a lookup. The echoes are left out of `million` (their one reply has every
 # broker in it).
 #
+# `idle` is a client fleet's connections held open: IDLE_CONNECTIONS connections, 256 opening at once, each
+# after one route lookup (a client's first poll) and, with IDLE_POLLS=2, another 1.1 s later (its next poll,
+# which moves it off rocketns's intake), then left idle; the server's resident set before and after
+# (settled), and what each connection added. No lookups are timed there.
+#
 # Brokers register as a default Java broker does: the whole topic table in one REGISTER_BROKER.
 set -euo pipefail
 
@@ -42,12 +52,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 if [ -n "${UPDATE:-}" ]; then OUT=$ROOT/perf/results; else OUT=${OUT:-$ROOT/perf/out}; fi
 DURATION=${DURATION:-10}
-SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k thousand million c1000 c10000 storm bigchurn"}
+SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k thousand million c1000 c10000 storm idle bigchurn"}
 SCENARIOS=${SCENARIOS//bigchurn/bigchurn-quiet bigchurn-same bigchurn-bump bigchurn-join}
 BIG_DURATION=${BIG_DURATION:-10}
 SERVERS=${SERVERS:-"echo echo-rocketns rocketns rocketmq-rust java"}
 HEADERS=${HEADERS:-"go rust cpp node binary java-long"}
 JAVA_WARMUP=${JAVA_WARMUP:-20}
+IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-18000}
+IDLE_POLLS=${IDLE_POLLS:-2}
 # shellcheck source=perf/java-runserver.sh
 . "$ROOT/perf/java-runserver.sh"
 # The load generator gets one core and the server the other (2-core machines); override on bigger ones.
@@ -91,8 +103,11 @@ inner() {
         case $1 in
             echo) cmd=("$loadgen" echo --listen "127.0.0.1:$2" --brokers "$3") ;;
             echo-rocketns) cmd=("$loadgen" echo --rocketns-shaped --listen "127.0.0.1:$2" --brokers "$3") ;;
-            rocketns) printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-%s.json\nwarmRestart=false\n' "$2" "$work" "$2" > "$work/ns-$2.properties"
-                      cmd=(env RUST_LOG=warn "$rocketns" -c "$work/ns-$2.properties") ;;
+            rocketns|rocketns-before)
+                      printf 'bindAddress=127.0.0.1\nlistenPort=%s\nkvConfigPath=%s/kv-%s.json\nwarmRestart=false\n' "$2" "$work" "$2" > "$work/ns-$2.properties"
+                      local bin=$rocketns
+                      [ "$1" = rocketns-before ] && bin=${ROCKETNS_BEFORE:?"rocketns-before needs ROCKETNS_BEFORE=BINARY"}
+                      cmd=(env RUST_LOG=warn "$bin" -c "$work/ns-$2.properties") ;;
             rocketmq-rust) cmd=(env ROCKETMQ_HOME="$work/home" HOME="$work/home" "$rmq" --listenPort "$2" --bindAddress 127.0.0.1
                       --kvConfigPath "$work/rmq-kv-$2.json" --log-filter warn) ;;
             java) printf 'listenPort=%s\n' "$2" > "$work/java-$2.properties"
@@ -134,8 +149,29 @@ inner() {
         echo "${line%\}},\"server\":\"$label\",\"scenario\":\"$scenario\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
         echo "$scenario/$label: $line, peak RSS ${rss} kB" >&2
     }
+    # measure_idle SERVER: the idle scenario's one JSON line (no load: connections held, RSS before and after).
+    measure_idle() {
+        local server=$1 register=()
+        [[ "$server" == echo* ]] || register=(--register)
+        port=$((port + 1))
+        local pid; pid=$(start_server "$server" "$port" 1)
+        wait_port "$port" || { echo "$server did not start" >&2; return; }
+        local line
+        line=$(taskset -c "$GEN_CPUS" "$loadgen" idle --addr "127.0.0.1:$port" --connections "$IDLE_CONNECTIONS" \
+            --polls "$IDLE_POLLS" --server-pid "$pid" --label "idle/$server" "${register[@]}" | tail -n 1) || true
+        [ -n "$line" ] || line='{"label":"idle/'"$server"'"}'
+        local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 100); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
+        echo "${line%\}},\"server\":\"$server\",\"scenario\":\"idle\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
+        echo "idle/$server: $line, peak RSS ${rss} kB" >&2
+    }
     for scenario in $SCENARIOS; do
         for server in $SERVERS; do
+            if [ "$scenario" = idle ]; then
+                measure_idle "$server"
+                continue
+            fi
             # The plain echo is the bigchurn control (what the machine and the load generator add); the
             # rocketns-shaped one adds nothing there.
             [[ "$scenario" == bigchurn-* && "$server" == echo-rocketns ]] && continue

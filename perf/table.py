@@ -10,8 +10,11 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 startup = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].strip() else {}
 cores, cpu = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else ("?", "?")
 by = {(r["scenario"], r["server"]): r for r in rows}
-scenarios, big_cases = [], []
+scenarios, big_cases, idle = [], [], []
 for r in rows:
+    if r["scenario"] == "idle":
+        idle.append(r)
+        continue
     into = big_cases if r["scenario"].startswith("bigchurn-") else scenarios
     if r["scenario"] not in into:
         into.append(r["scenario"])
@@ -20,42 +23,43 @@ def ratio(a, b):
     return f"{a / b:.2f}" if a and b else "-"
 
 print(f"Machine: {cores} cores ({cpu}); load generator and server pinned to separate cores.\n")
-print("| scenario | server | requests/s | server CPU µs/request | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 # Servers left out of the run (compare.sh's SERVERS) get no rows.
-known = ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java")
+known = ("echo", "echo-rocketns", "rocketns-before", "rocketns", "rocketmq-rust", "java")
 servers = [x for x in known if any(r["server"] == x for r in rows)]
 headers = []
 for r in rows:
-    if r["server"].startswith("rocketns-") and r["server"] not in headers:
+    if r["server"].startswith("rocketns-") and r["server"] not in known and r["server"] not in headers:
         headers.append(r["server"])
 at = servers.index("rocketns") + 1 if "rocketns" in servers else len(servers)
 servers = servers[:at] + headers + servers[at:]
-for s in scenarios:
-    for server in servers:
-        r = by.get((s, server))
-        if server in headers and not r:
-            continue
-        if not r or "rps" not in r:
-            print(f"| {s} | {server} | failed | | | | | | |")
-            continue
-        cpu = f"{r['server_cpu_us_per_req']:.2f}" if "server_cpu_us_per_req" in r else "-"
-        print(f"| {s} | {server} | {r['rps']:.0f} | {cpu} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | {r['errors']} | {r['peak_rss_kb'] / 1024:.1f} |")
-print()
-print("Ratios of rocketns to each other server in the same scenario (throughput: higher is better for rocketns;")
-print("CPU per request, p99 and peak RSS: lower is better). `echo` is the plain echo, the yardstick; `echo-rocketns`")
-print("reads and writes as rocketns does (its frame decoder and reply buffer), so echo-rocketns / echo is what its")
-print("I/O path alone costs, and rocketns / echo-rocketns the rest: decoding, dispatch, lookup, counting.")
-print("When the load generator's one core sets the pace, throughput ratios to echo understate the gap: the server")
-print("CPU per request is the yardstick then.\n")
-print("| scenario | throughput / echo | CPU per request / echo's | p99 / echo | echo-rocketns / echo | throughput / Java | p99 / Java | RSS / Java | throughput / rocketmq-rust | p99 / rocketmq-rust | RSS / rocketmq-rust |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-for s in scenarios:
-    e, er, n, m, j = (by.get((s, x), {}) for x in ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java"))
-    print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('server_cpu_us_per_req'), e.get('server_cpu_us_per_req'))} | {ratio(n.get('p99_us'), e.get('p99_us'))} | {ratio(er.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), j.get('rps'))} | "
-          f"{ratio(n.get('p99_us'), j.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), j.get('peak_rss_kb'))} | "
-          f"{ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | "
-          f"{ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")
+if scenarios:
+    print("| scenario | server | requests/s | server CPU µs/request | p50 µs | p99 µs | p99.9 µs | errors | peak RSS MB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for s in scenarios:
+        for server in servers:
+            r = by.get((s, server))
+            if server in headers and not r:
+                continue
+            if not r or "rps" not in r:
+                print(f"| {s} | {server} | failed | | | | | | |")
+                continue
+            cpu = f"{r['server_cpu_us_per_req']:.2f}" if "server_cpu_us_per_req" in r else "-"
+            print(f"| {s} | {server} | {r['rps']:.0f} | {cpu} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | {r['errors']} | {r['peak_rss_kb'] / 1024:.1f} |")
+    print()
+    print("Ratios of rocketns to each other server in the same scenario (throughput: higher is better for rocketns;")
+    print("CPU per request, p99 and peak RSS: lower is better). `echo` is the plain echo, the yardstick; `echo-rocketns`")
+    print("reads and writes as rocketns does (its frame decoder and reply buffer), so echo-rocketns / echo is what its")
+    print("I/O path alone costs, and rocketns / echo-rocketns the rest: decoding, dispatch, lookup, counting.")
+    print("When the load generator's one core sets the pace, throughput ratios to echo understate the gap: the server")
+    print("CPU per request is the yardstick then.\n")
+    print("| scenario | throughput / echo | CPU per request / echo's | p99 / echo | echo-rocketns / echo | throughput / Java | p99 / Java | RSS / Java | throughput / rocketmq-rust | p99 / rocketmq-rust | RSS / rocketmq-rust |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for s in scenarios:
+        e, er, n, m, j = (by.get((s, x), {}) for x in ("echo", "echo-rocketns", "rocketns", "rocketmq-rust", "java"))
+        print(f"| {s} | {ratio(n.get('rps'), e.get('rps'))} | {ratio(n.get('server_cpu_us_per_req'), e.get('server_cpu_us_per_req'))} | {ratio(n.get('p99_us'), e.get('p99_us'))} | {ratio(er.get('rps'), e.get('rps'))} | {ratio(n.get('rps'), j.get('rps'))} | "
+              f"{ratio(n.get('p99_us'), j.get('p99_us'))} | {ratio(n.get('peak_rss_kb'), j.get('peak_rss_kb'))} | "
+              f"{ratio(n.get('rps'), m.get('rps'))} | {ratio(n.get('p99_us'), m.get('p99_us'))} | "
+              f"{ratio(n.get('peak_rss_kb'), m.get('peak_rss_kb'))} |")
 if headers:
     e = by.get(("reference", "echo"), {})
     print("\nEvery client's request header (reference scenario; the echo's row is with Java headers: it reads only the")
@@ -101,6 +105,18 @@ if big_cases:
             print(f"| {server} | {name} | {r['rps']:.0f} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['p999_us']:.0f} | "
                   f"{mx:.0f} | {ratio(r['p99_us'], quiet.get('p99_us'))} | {ratio(r['p999_us'], quiet.get('p999_us'))} | "
                   f"{ratio(mx, quiet.get('max_us'))} | {r.get('big_registrations', 0)} | {trip} |")
+if idle:
+    print("\nidle: connections held open, each after a client's first polls (one lookup, and with `polls` 2 another a")
+    print("second later, after which rocketns serves it on its lookups' runtime); the server's resident set before and")
+    print("after, once settled, and what each connection added.\n")
+    print("| server | connections | polls | failed | opened in s | RSS before MB | RSS after MB | KiB a connection |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in idle:
+        if "bytes_per_connection" not in r:
+            print(f"| {r['server']} | failed | | | | | | |")
+            continue
+        print(f"| {r['server']} | {r['connections']} | {r.get('polls', 1)} | {r['failed']} | {r['opened_s']:.1f} | "
+              f"{r['rss_before'] / 1e6:.1f} | {r['rss_after'] / 1e6:.1f} | {r['bytes_per_connection'] / 1024:.2f} |")
 started = {k: v["startup_ms"] for k, v in startup.items() if v}
 if started:
     print("\nStart to first answer (a cold start, no routes): "

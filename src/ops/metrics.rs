@@ -150,11 +150,12 @@ pub struct FileWriteFailures {
     pub routes: AtomicU64,
 }
 
-/// A connection's own tally, added to the shared counters once per batch of requests.
+/// A connection's own tally, added to the shared counters once per batch of requests. A batch is what one
+/// read brought (at most a 16 KiB buffer of frames), so 32 bits count it: this sits in every connection.
 #[derive(Default)]
 pub struct RequestTally {
-    counts: [[u64; 2]; SLOTS],
-    seen: u64,
+    counts: [[u32; 2]; SLOTS],
+    seen: u32,
 }
 
 impl Default for Metrics {
@@ -167,8 +168,9 @@ impl Default for Metrics {
 
 impl RequestTally {
     pub fn record(&mut self, code: i32, success: bool) {
-        self.counts[slot(code)][usize::from(!success)] += 1;
-        self.seen += 1;
+        let count = &mut self.counts[slot(code)][usize::from(!success)];
+        *count = count.wrapping_add(1);
+        self.seen = self.seen.wrapping_add(1);
     }
 
     /// Whether this lookup's latency should be sampled.
@@ -180,7 +182,7 @@ impl RequestTally {
         for (shared, local) in metrics.shard().requests.iter().zip(self.counts.iter_mut()) {
             for (s, l) in shared.iter().zip(local.iter_mut()) {
                 if *l > 0 {
-                    s.fetch_add(*l, Ordering::Relaxed);
+                    s.fetch_add(u64::from(*l), Ordering::Relaxed);
                     *l = 0;
                 }
             }

@@ -5,6 +5,7 @@ pub mod decode;
 pub mod frame;
 mod json_header;
 mod json_header_plain;
+pub mod lent;
 mod out_queue;
 pub mod repeated;
 

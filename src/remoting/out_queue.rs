@@ -4,7 +4,8 @@
 //! kilobyte: the copy costs far less than a slice of a vectored write, which the kernel walks and copies
 //! anyway), and the batch goes out in one write. A body over `COPY_LIMIT` (a large cluster info or topic
 //! list) goes out as its own slice, straight from the snapshot's shared bytes, with the room it holds in the
-//! memory budget's replies pool until it is written (`push_large`).
+//! memory budget's replies pool until it is written (`push_large`). The buffer is the worker thread's
+//! (`lent.rs`), given back once its replies are written: a connection waiting for its peer holds none.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -13,6 +14,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use super::lent::Lent;
 use super::{RemotingCommand, SerializeType};
 use crate::limits::budget::Charge;
 
@@ -34,8 +36,6 @@ struct LateReplies {
     rx: mpsc::UnboundedReceiver<RemotingCommand>,
 }
 
-/// A write buffer grown past this by a large batch is not kept for the next one.
-const MAX_IDLE_WRITE_BUFFER: usize = 64 * 1024;
 /// Room for a reply's frame prefix and header when a reply is queued (more if its header needs it).
 const HEADER_ROOM: usize = 256;
 /// At most this many buffers go into one vectored write.
@@ -117,6 +117,9 @@ impl OutQueue {
     pub fn push_with_body(&mut self, resp: &RemotingCommand, body: &[&Bytes]) {
         let body_len = body.iter().map(|part| part.len()).sum();
         let copied = body_len <= Self::COPY_LIMIT;
+        if self.scratch.capacity() == 0 {
+            self.scratch = Lent::Write.take();
+        }
         // Room for the whole reply at once: a fresh buffer would otherwise grow by doubling, a reallocation
         // and a copy each time, on every new connection.
         self.scratch.reserve(HEADER_ROOM + if copied { body_len } else { 0 });
@@ -135,21 +138,25 @@ impl OutQueue {
     pub async fn flush<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
         let written = self.write(stream).await;
         if written.is_ok() {
-            self.held.clear();
+            self.held = Vec::new();
         }
         written
     }
 
     async fn write<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
         if self.chunks.is_empty() {
-            // The common case: one buffer, one write, and the buffer kept for the next batch.
+            // The common case: one buffer, one write, and the buffer given back to the thread once written.
             let result = stream.write_all(&self.scratch).await;
             self.scratch.clear();
-            if self.scratch.capacity() > MAX_IDLE_WRITE_BUFFER {
-                self.scratch = BytesMut::new();
-            }
+            Lent::Write.give_back(&mut self.scratch);
             return result;
         }
+        // Boxed: a large reply's writing is rare, and its state would otherwise sit in every connection.
+        Box::pin(self.write_chunks(stream)).await
+    }
+
+    /// Writes a batch that holds a large body: the chunks, a step at a time, at the pacer's rate.
+    async fn write_chunks<W: AsyncWrite + Unpin>(&mut self, stream: &mut W) -> std::io::Result<()> {
         if !self.scratch.is_empty() {
             self.chunks.push_back(self.scratch.split().freeze());
         }
@@ -187,6 +194,9 @@ impl OutQueue {
                 tokio::task::yield_now().await;
             }
         }
+        // Nothing of a large batch is kept once it is written.
+        self.chunks = VecDeque::new();
+        Lent::Write.give_back(&mut self.scratch);
         Ok(())
     }
 }

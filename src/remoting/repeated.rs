@@ -24,7 +24,8 @@ pub const KEPT_FIELDS: usize = 16;
 /// The last header with a topic that a connection read in full, and what it meant.
 #[derive(Default)]
 pub struct RepeatedHeader {
-    last: Option<Kept>,
+    /// Boxed: a connection's state holds a pointer, and the header only while one is kept.
+    last: Option<Box<Kept>>,
 }
 
 struct Kept {
@@ -42,6 +43,17 @@ struct Kept {
 }
 
 impl RepeatedHeader {
+    /// Whether a header is kept.
+    pub fn is_kept(&self) -> bool {
+        self.last.is_some()
+    }
+
+    /// Lets the kept header go: a connection that has gone quiet (a client between two polls, 30 s apart)
+    /// keeps nothing for its next request, which is read in full.
+    pub fn forget(&mut self) {
+        self.last = None;
+    }
+
     /// `decode_command_into`, through the last header where the frame's repeats it.
     pub fn decode_into(&mut self, frame: RawFrame, cmd: &mut RemotingCommand) -> Result<(), HeaderError> {
         if frame.serialize_type != SerializeType::Json || !frame.body.is_empty() {
@@ -55,7 +67,7 @@ impl RepeatedHeader {
         } else if let Some(opaque) = decode_json_frame_marked(header.clone(), cmd)? {
             // Read in full by the plain reader; a header of another shape keeps the last one.
             if let Some(kept) = Kept::of(&header, cmd, opaque) {
-                self.last = Some(kept);
+                self.last = Some(Box::new(kept));
             }
         }
         cmd.body = frame.body;

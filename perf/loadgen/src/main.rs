@@ -13,7 +13,9 @@
 //! - `hostile`: every kind of connection that makes a NameServer spend memory or CPU, at once, while real
 //!   brokers re-register and lookups are measured (`hostile.rs`);
 //! - `storm`: a restart storm, every broker registering its whole table at once, with the server's RSS and
-//!   lookups measured throughout (`storm.rs`).
+//!   lookups measured throughout (`storm.rs`);
+//! - `idle`: connections held open after one lookup each, as a client fleet holds them, and the bytes each
+//!   costs the server's resident set (`idle.rs`).
 //!
 //! See perf/README.md for how the comparison uses them.
 
@@ -27,6 +29,7 @@ mod echo;
 mod fleet;
 mod hostile;
 mod hostile_ports;
+mod idle;
 mod probe;
 mod storm;
 mod wire;
@@ -57,6 +60,8 @@ enum Command {
     Fleet(fleet::FleetArgs),
     Hostile(hostile::HostileArgs),
     Storm(storm::StormArgs),
+    /// Connections held idle after one lookup each, and what they cost the server's resident set.
+    Idle(idle::IdleArgs),
     /// What anyone who reaches a controller group's ports can send it, while a real group fails over.
     ControllerFleet(controller_fleet::ControllerFleetArgs),
 }
@@ -232,6 +237,7 @@ fn main() {
         Command::Fleet(args) => runtime(1).block_on(fleet::fleet(args)),
         Command::Hostile(args) => runtime(1).block_on(hostile::run(args)),
         Command::Storm(args) => runtime(1).block_on(storm::run(args)),
+        Command::Idle(args) => runtime(1).block_on(idle::run(args)),
         Command::ControllerFleet(args) => runtime(2).block_on(controller_fleet::run(args)),
     };
     std::process::exit(code);

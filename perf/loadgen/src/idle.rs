@@ -1,0 +1,172 @@
+//! `idle`: what a fleet of mostly idle clients costs a NameServer. Every producer and consumer keeps one
+//! connection to one NameServer and asks it once every 30 s, so a large deployment's NameServer holds tens of
+//! thousands of connections that are, at any moment, waiting. This opens `--connections` of them, each
+//! after one route lookup (a client's first poll), and with `--polls 2` (the default) asks again on each a
+//! second later (its next poll: rocketns has then moved it to its lookups' runtime, as a deployment's
+//! connections are), holds them open and reads the server's resident set before and after
+//! (`--server-pid`): the bytes an idle connection costs.
+
+use std::time::Duration;
+
+use clap::Args;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::probe::{lookup, rss};
+use crate::wire::register_request;
+use crate::{call_encoded, encode, read_reply};
+
+#[derive(Args)]
+pub struct IdleArgs {
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    addr: String,
+    /// Connections held idle, each after one lookup.
+    #[arg(long, default_value_t = 18_000)]
+    connections: usize,
+    /// Connections being opened at once.
+    #[arg(long, default_value_t = 256)]
+    opening: usize,
+    /// Lookups on each connection, the second and later a second and a tenth after the one before.
+    #[arg(long, default_value_t = 2)]
+    polls: usize,
+    /// The server's process, whose resident set is read before and after.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Register a broker with the looked-up topic first (not for the echo, which answers anything).
+    #[arg(long)]
+    register: bool,
+    #[arg(long, default_value = "")]
+    label: String,
+}
+
+const TOPIC: &str = "IdleTopic";
+/// Past rocketns's `SETTLED_AFTER` (1 s): a lookup after it moves the connection off the intake.
+const POLL_GAP: Duration = Duration::from_millis(1100);
+
+/// The resident set once it has stopped moving (within 1 % over half a second, at most 10 s): a server
+/// frees and a kernel accounts lazily.
+fn settled_rss(pid: Option<u32>) -> u64 {
+    let Some(pid) = pid else { return 0 };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut last = rss(pid).map_or(0, |r| r.0);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = rss(pid).map_or(0, |r| r.0);
+        if now.abs_diff(last) * 100 <= last || std::time::Instant::now() >= deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// One client's first poll: connect, one lookup, its reply; the connection, to be held.
+async fn first_poll(addr: &str, frame: &[u8]) -> std::io::Result<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    call_encoded(&mut stream, frame).await?;
+    Ok(stream)
+}
+
+/// One more lookup on each held connection, `opening` at a time; those that fail are dropped and counted.
+async fn poll_again(held: &mut Vec<TcpStream>, frame: &bytes::Bytes, opening: usize) -> usize {
+    let mut kept = Vec::with_capacity(held.len());
+    let mut failed = 0;
+    let mut streams = std::mem::take(held).into_iter();
+    loop {
+        let polls: Vec<_> = streams
+            .by_ref()
+            .take(opening)
+            .map(|mut stream| {
+                let frame = frame.clone();
+                tokio::spawn(async move { call_encoded(&mut stream, &frame).await.map(|_| stream) })
+            })
+            .collect();
+        if polls.is_empty() {
+            break;
+        }
+        for poll in polls {
+            match poll.await {
+                Ok(Ok(stream)) => kept.push(stream),
+                _ => failed += 1,
+            }
+        }
+    }
+    *held = kept;
+    failed
+}
+
+pub async fn run(args: IdleArgs) -> i32 {
+    match held_idle(args).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("idle: {e}");
+            1
+        }
+    }
+}
+
+async fn held_idle(args: IdleArgs) -> std::io::Result<()> {
+    // The broker's connection stays open for the run: its close would remove the broker.
+    let _broker = if args.register {
+        let mut stream = TcpStream::connect(&args.addr).await?;
+        // Two topics: a first registration of one topic is refused (Java's rule against a lone incremental one).
+        let topics = [TOPIC.to_string(), format!("{TOPIC}2")];
+        let frame = encode(&register_request("broker-idle", 0, "127.0.0.1:10911", &topics, 1, false));
+        stream.write_all(&frame).await?;
+        let reply = read_reply(&mut stream).await?;
+        if reply.code != 0 {
+            return Err(std::io::Error::other(format!("registration answered {}: {:?}", reply.code, reply.remark)));
+        }
+        Some(stream)
+    } else {
+        None
+    };
+    let frame = encode(&lookup(TOPIC)).freeze();
+    // One lookup answered before the baseline, so that what a first request allocates for good is in it.
+    drop(first_poll(&args.addr, &frame).await?);
+    let before = settled_rss(args.server_pid);
+    let started = Instant::now();
+    let mut held = Vec::with_capacity(args.connections);
+    let mut failed = 0usize;
+    let mut remaining = args.connections;
+    while remaining > 0 {
+        let batch = remaining.min(args.opening);
+        remaining -= batch;
+        let polls: Vec<_> = (0..batch)
+            .map(|_| {
+                let (addr, frame) = (args.addr.clone(), frame.clone());
+                tokio::spawn(async move { first_poll(&addr, &frame).await })
+            })
+            .collect();
+        for poll in polls {
+            match poll.await {
+                Ok(Ok(stream)) => held.push(stream),
+                _ => failed += 1,
+            }
+        }
+    }
+    let opened_s = started.elapsed().as_secs_f64();
+    for _ in 1..args.polls {
+        tokio::time::sleep(POLL_GAP).await;
+        failed += poll_again(&mut held, &frame, args.opening).await;
+    }
+    let after = settled_rss(args.server_pid);
+    let per_conn = if held.is_empty() { 0 } else { after.saturating_sub(before) / held.len() as u64 };
+    println!(
+        "{}: {} connections held idle after {} lookups each ({failed} failed), opened in {opened_s:.1} s; RSS {:.1} -> {:.1} MB, {:.2} KiB a connection",
+        args.label,
+        held.len(),
+        args.polls,
+        before as f64 / 1e6,
+        after as f64 / 1e6,
+        per_conn as f64 / 1024.0
+    );
+    println!(
+        r#"{{"label":"{}","connections":{},"polls":{},"failed":{failed},"opened_s":{opened_s:.3},"rss_before":{before},"rss_after":{after},"bytes_per_connection":{per_conn}}}"#,
+        args.label,
+        held.len(),
+        args.polls
+    );
+    Ok(())
+}
