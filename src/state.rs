@@ -93,6 +93,16 @@ pub fn decoders() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get() / 2).max(1)
 }
 
+#[cfg(test)]
+impl ServerState {
+    /// A server's state over `routes`, with the default config and an empty KV store in `dir`.
+    pub(crate) fn for_tests(routes: RouteHandle, dir: &std::path::Path) -> Self {
+        let kv = Arc::new(KvConfigStore::load(&dir.join("kv.json")).expect("an empty KV store"));
+        let config = Arc::new(arc_swap::ArcSwap::from_pointee(crate::config::NamesrvConfig::default()));
+        ServerState::new(routes, config, kv, None)
+    }
+}
+
 impl ServerState {
     pub fn new(
         routes: RouteHandle,

@@ -652,9 +652,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::config::NamesrvConfig;
     use crate::route::{RouteSnapshot, route_table};
-    use crate::store::kvconfig::KvConfigStore;
 
     /// What a connection holds for its whole life, idle or not, besides its socket and the buffers it is
     /// lent: the connection and its progress (boxed by `run`) and its serving's future, with `dispatch`'s
@@ -666,9 +664,7 @@ mod tests {
     async fn a_connection_holds_no_handlers_state() {
         let (routes, _writer) = route_table(RouteSnapshot::default(), None, 4);
         let dir = tempfile::tempdir().expect("temp dir");
-        let kv = Arc::new(KvConfigStore::load(&dir.path().join("kv.json")).expect("empty KV store"));
-        let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
-        let state = Arc::new(ServerState::new(routes, config, kv, None));
+        let state = Arc::new(ServerState::for_tests(routes, dir.path()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let stream = tokio::net::TcpStream::connect(listener.local_addr().expect("addr")).await.expect("connect");
         let mut progress = Progress::new(&state);

@@ -178,11 +178,7 @@ mod tests {
     use super::*;
     use crate::route::builder::test_registration;
     use crate::route::{RouteSnapshot, route_table};
-    use crate::store::kvconfig::KvConfigStore;
 
-    /// A connection task that panics still gives its place in the connection gauge back, and its broker
-    /// is removed as if the connection had closed normally. On tokio's paused clock: the waits below end
-    /// only once every task has run as far as it can, so a busy machine cannot make it fail.
     /// A plain connection's task holds a plain connection, not the TLS one it could have been, and the
     /// connection itself only through `run`'s box: the accept loop's task waits, small, while the connection
     /// is served on another runtime. Made to fail once by awaiting `serve_tls` unboxed (1,752 bytes).
@@ -190,9 +186,7 @@ mod tests {
     async fn a_plain_connections_task_holds_no_tls_state() {
         let (routes, _writer) = route_table(RouteSnapshot::default(), None, 4);
         let dir = tempfile::tempdir().expect("temp dir");
-        let kv = Arc::new(KvConfigStore::load(&dir.path().join("kv.json")).expect("empty KV store"));
-        let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
-        let state = Arc::new(ServerState::new(routes, config, kv, None));
+        let state = Arc::new(ServerState::for_tests(routes, dir.path()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let stream = TcpStream::connect(addr).await.expect("connect");
@@ -202,6 +196,9 @@ mod tests {
         assert!(size <= 512, "an accepted connection's future is {size} bytes");
     }
 
+    /// A connection task that panics still gives its place in the connection gauge back, and its broker
+    /// is removed as if the connection had closed normally. On tokio's paused clock: the waits below end
+    /// only once every task has run as far as it can, so a busy machine cannot make it fail.
     #[tokio::test(start_paused = true)]
     async fn a_panicking_connection_gives_back_its_slot_and_removes_its_broker() {
         let (routes, writer) = route_table(RouteSnapshot::default(), None, 64);
@@ -210,9 +207,7 @@ mod tests {
         registration.conn_id = 7;
         routes.register(registration).await.expect("writer running").expect("registered");
         let dir = tempfile::tempdir().expect("temp dir");
-        let kv = Arc::new(KvConfigStore::load(&dir.path().join("kv.json")).expect("empty KV store"));
-        let config = Arc::new(arc_swap::ArcSwap::from_pointee(NamesrvConfig::default()));
-        let state = ServerState::new(routes.clone(), config, kv, None);
+        let state = ServerState::for_tests(routes.clone(), dir.path());
 
         let slot = ConnectionSlot::take(&state, 7);
         assert_eq!(state.metrics.connections.load(Ordering::Relaxed), 1);
