@@ -9,8 +9,8 @@
 //! bytes must arrive within `largeFrameTimeoutMillis`. A reply body over 16 KiB waits for room in the
 //! replies pool, and must be taken by the peer within the same time.
 //!
-//! And while it waits for its peer with nothing in hand, it holds no buffer at all: it waits for the peer's
-//! bytes first, reads them into the worker thread's buffer and gives that back once they are answered
+//! And while it waits for its peer with nothing in hand, it holds no buffer at all: it reads into the worker
+//! thread's buffer and gives that back whenever the read must wait, and once what it read is answered
 //! (`remoting/lent.rs`), and lets its last header go after [`HEADER_KEPT_IDLE`]. A client fleet's idle
 //! connections cost their tasks and sockets, not buffers (perf/README.md, "Idle connections").
 //!
@@ -35,29 +35,6 @@ use crate::remoting::lent::Lent;
 use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, RepeatedHeader, announced_frame_len, peek_header};
 use crate::route::{BrokerAddrKey, ConnId};
 use crate::state::ServerState;
-
-/// Waiting for a peer's next bytes without a buffer to read them into.
-pub trait ReadReady {
-    /// Whether `poll_read_ready` tells: a stream that cannot is read into a buffer of the connection's own.
-    const TELLS: bool;
-    /// Ready once bytes (or the end) can be read.
-    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>>;
-}
-
-impl ReadReady for tokio::net::TcpStream {
-    const TELLS: bool = true;
-    fn poll_read_ready(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        tokio::net::TcpStream::poll_read_ready(self, cx)
-    }
-}
-
-impl ReadReady for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
-    /// rustls may hold decrypted bytes the socket no longer shows, and keeps its own buffers anyway.
-    const TELLS: bool = false;
-    fn poll_read_ready(&self, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-}
 
 /// A connection reads at least this much room at first: a polling client's request with room to spare. Reads
 /// that fill it double it, up to `SMALL_FRAME` (as Netty's adaptive receive buffer grows for Java), so a
@@ -199,6 +176,28 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// One read into the thread's buffer (taken into `read_buf` when it has none), given back if the read must
+/// wait: a connection waiting for its peer holds none (`lent.rs`). Ready with why it woke and the room read.
+fn lent_read<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    read_buf: &mut BytesMut,
+    read_size: usize,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<(Woke, usize)> {
+    if read_buf.capacity() == 0 {
+        *read_buf = Lent::Read.take();
+    }
+    read_buf.reserve(read_size);
+    let room = read_buf.capacity() - read_buf.len();
+    match std::pin::pin!(stream.read_buf(read_buf)).poll(cx) {
+        std::task::Poll::Ready(read) => std::task::Poll::Ready((Woke::Read(read), room)),
+        std::task::Poll::Pending => {
+            Lent::Read.give_back(read_buf);
+            std::task::Poll::Pending
+        }
+    }
+}
+
 fn frame_cap(limit: u64) -> usize {
     usize::try_from(limit).unwrap_or(usize::MAX)
 }
@@ -239,7 +238,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + ReadReady + Unpin + Send + Sync + crate::net::intake::Rehome + 'static> Connection<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::net::intake::Rehome + 'static> Connection<S> {
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
     /// be decoded (which closes only this connection, as in Java), or a large frame or reply of it is too
     /// slow. Returns whether a broker registered over it (only then can its close remove brokers).
@@ -298,7 +297,7 @@ impl<S: AsyncRead + AsyncWrite + ReadReady + Unpin + Send + Sync + crate::net::i
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + ReadReady + Unpin> Connection<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     async fn serve(&mut self, p: &mut Progress) -> Result<Served, Closing> {
         // One timer for the connection, moved only when it fires early: arming and clearing a timer around
         // every read is a measurable share of a request when each read brings one (many polling clients).
@@ -318,12 +317,7 @@ impl<S: AsyncRead + AsyncWrite + ReadReady + Unpin> Connection<S> {
                 return Ok(Served::Moving);
             }
             p.tally.flush(&self.state.metrics);
-            if S::TELLS {
-                Lent::Read.give_back(&mut p.read_buf);
-            } else if p.read_buf.is_empty() && p.read_buf.capacity() > SMALL_FRAME {
-                // Many pipelined requests grew the buffer; do not keep it per connection.
-                p.read_buf = BytesMut::new();
-            }
+            Lent::Read.give_back(&mut p.read_buf);
             self.flush(&mut p.out).await?;
             if !self.on_lane && announced_frame_len(&p.read_buf).is_some_and(|len| len > SMALL_FRAME) {
                 return Ok(Served::Moving);
@@ -350,7 +344,7 @@ impl<S: AsyncRead + AsyncWrite + ReadReady + Unpin> Connection<S> {
             timer.as_mut().reset(deadline);
         }
         let (read, room) = match self.until_readable(p, timer.as_mut()).await {
-            Some(woke) => (woke, 0),
+            Some(woke) => woke,
             None => self.read_into(p, timer).await,
         };
         match read {
@@ -382,39 +376,36 @@ impl<S: AsyncRead + AsyncWrite + ReadReady + Unpin> Connection<S> {
         }
     }
 
-    /// With nothing of a frame in hand, waits for the peer's bytes before taking a buffer to read them into:
-    /// a client polling every 30 s otherwise kept one between its polls. Returns why it woke when not for
-    /// bytes to read; none when they are there (or the stream cannot tell).
-    async fn until_readable(&mut self, p: &mut Progress, mut timer: Pin<&mut Sleep>) -> Option<Woke> {
-        if !S::TELLS || !p.read_buf.is_empty() {
+    /// With nothing of a frame in hand, reads the peer's next bytes into the thread's buffer (`lent.rs`),
+    /// and gives it back whenever the read must wait: a client polling every 30 s otherwise kept one
+    /// between its polls. Returns why it woke and the room it read into; none when the connection holds
+    /// part of a frame, which it reads into its own.
+    async fn until_readable(&mut self, p: &mut Progress, mut timer: Pin<&mut Sleep>) -> Option<(Woke, usize)> {
+        if !p.read_buf.is_empty() {
             return None;
         }
         loop {
             tokio::select! {
                 biased;
-                ready = std::future::poll_fn(|cx| self.stream.poll_read_ready(cx)) => {
-                    return ready.err().map(|e| Woke::Read(Err(e)));
+                read = std::future::poll_fn(|cx| lent_read(&mut self.stream, &mut p.read_buf, p.read_size, cx)) => {
+                    return Some(read);
                 }
                 reply = p.out.next_late_reply() => {
                     p.out.push(&reply);
-                    return Some(Woke::LateReply);
+                    return Some((Woke::LateReply, 0));
                 }
                 () = &mut timer => {
                     if let Some(woke) = p.timer_fired(timer.as_mut(), self.idle_timeout) {
-                        return Some(woke);
+                        return Some((woke, 0));
                     }
                 }
             }
         }
     }
 
-    /// Reads what the peer sent (a large frame's next piece, or up to the read size), into the thread's
-    /// buffer unless the connection holds part of a frame in its own. Returns why it woke and the room it
-    /// read into.
+    /// Reads what the peer sent (a large frame's next piece, or up to the read size) into the connection's
+    /// own buffer, the rest of a frame it holds part of. Returns why it woke and the room it read into.
     async fn read_into(&mut self, p: &mut Progress, mut timer: Pin<&mut Sleep>) -> (Woke, usize) {
-        if S::TELLS && p.read_buf.capacity() == 0 {
-            p.read_buf = Lent::Read.take();
-        }
         let room = match &p.large {
             // A large frame's buffer has exactly its room: growing it near its end would copy megabytes.
             Some(_) => LARGE_FRAME_READ.min(p.read_buf.capacity() - p.read_buf.len()),
@@ -674,5 +665,61 @@ mod tests {
         eprintln!("a connection holds {held} bytes of state and {serving} of its serving's future");
         assert!(held + serving <= HELD_MAX, "{held} + {serving} bytes, over {HELD_MAX}");
         assert!(std::mem::size_of_val(&conn.run()) <= 128, "run's own future holds only the box");
+    }
+
+    /// A lookup frame of exactly `len` bytes (a padding field makes up the length).
+    fn lookup_frame(len: usize) -> Vec<u8> {
+        let header = |pad: usize| {
+            format!(
+                r#"{{"code":105,"extFields":{{"topic":"T","pad":"{}"}},"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}}"#,
+                "x".repeat(pad)
+            )
+        };
+        let text = header(len - 8 - header(0).len());
+        let mut frame = Vec::with_capacity(len);
+        frame.extend_from_slice(&u32::try_from(4 + text.len()).expect("small").to_be_bytes());
+        frame.extend_from_slice(&u32::try_from(text.len()).expect("small").to_be_bytes());
+        frame.extend_from_slice(text.as_bytes());
+        assert_eq!(frame.len(), len);
+        frame
+    }
+
+    /// A connection that has answered its peer and waits for it holds no buffer: the thread has both back,
+    /// also when the request filled the read exactly (tokio keeps the socket's readiness then; the first
+    /// cut waited for readiness, then in a read holding the buffer: found by review, 20 KiB a connection
+    /// for peers whose frames end at a power of two). Made to fail once by keeping the buffer when the
+    /// read must wait (both sizes failed).
+    #[tokio::test]
+    async fn a_waiting_connection_gives_its_buffers_back() {
+        use tokio::io::AsyncWriteExt;
+        for len in [FIRST_READ - 24, FIRST_READ] {
+            let (routes, _writer) = route_table(RouteSnapshot::default(), None, 4);
+            let dir = tempfile::tempdir().expect("temp dir");
+            let state = Arc::new(ServerState::for_tests(routes, dir.path()));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let mut client =
+                tokio::net::TcpStream::connect(listener.local_addr().expect("addr")).await.expect("connect");
+            let (accepted, _) = listener.accept().await.expect("accept");
+            let served = tokio::spawn(Connection::new(accepted, 1, None, state).run());
+            client.write_all(&lookup_frame(len)).await.expect("sent");
+            let mut reply = [0u8; 4];
+            tokio::io::AsyncReadExt::read_exact(&mut client, &mut reply).await.expect("a reply");
+            // This runtime has one thread: the connection runs whenever the test waits, until it waits too.
+            let mut given_back = false;
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+                let (read, write) = (Lent::Read.take(), Lent::Write.take());
+                given_back = read.capacity() > 0 && write.capacity() > 0;
+                let (mut read, mut write) = (read, write);
+                Lent::Read.give_back(&mut read);
+                Lent::Write.give_back(&mut write);
+                if given_back {
+                    break;
+                }
+            }
+            assert!(given_back, "a {len}-byte request's connection kept a buffer while waiting");
+            drop(client);
+            assert!(!served.await.expect("served"), "no broker registered");
+        }
     }
 }

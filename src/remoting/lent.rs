@@ -41,14 +41,15 @@ impl Lent {
         self.slot().with(Cell::take).unwrap_or_default()
     }
 
-    /// Gives `buf` back, empty, if it holds nothing unread or unwritten; a buffer that does stays where it
-    /// is (the caller's own), and `buf` is left empty either way only when it was given back.
+    /// Gives `buf` back if it holds nothing unread or unwritten, leaving the caller none (not even the
+    /// share of an allocation an empty view keeps, once every byte was split off it); a buffer that holds
+    /// bytes stays where it is, the caller's own.
     pub fn give_back(self, buf: &mut BytesMut) {
-        if !buf.is_empty() || buf.capacity() == 0 {
+        if !buf.is_empty() {
             return;
         }
         let buf = std::mem::take(buf);
-        if buf.capacity() <= KEPT_MAX {
+        if buf.capacity() > 0 && buf.capacity() <= KEPT_MAX {
             self.slot().with(|slot| {
                 // A thread already holding one keeps it: the other is freed.
                 let kept = slot.take();
