@@ -343,7 +343,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         if deadline < timer.deadline() {
             timer.as_mut().reset(deadline);
         }
-        let (read, room) = match self.until_readable(p, timer.as_mut()).await {
+        let (read, room) = match self.read_lent(p, timer.as_mut()).await {
             Some(woke) => woke,
             None => self.read_into(p, timer).await,
         };
@@ -380,7 +380,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// and gives it back whenever the read must wait: a client polling every 30 s otherwise kept one
     /// between its polls. Returns why it woke and the room it read into; none when the connection holds
     /// part of a frame, which it reads into its own.
-    async fn until_readable(&mut self, p: &mut Progress, mut timer: Pin<&mut Sleep>) -> Option<(Woke, usize)> {
+    async fn read_lent(&mut self, p: &mut Progress, mut timer: Pin<&mut Sleep>) -> Option<(Woke, usize)> {
         if !p.read_buf.is_empty() {
             return None;
         }

@@ -68,32 +68,26 @@ async fn first_poll(addr: &str, frame: &[u8]) -> std::io::Result<TcpStream> {
     Ok(stream)
 }
 
-/// One more lookup on each held connection, `opening` at a time; those that fail are dropped and counted.
-async fn poll_again(held: &mut Vec<TcpStream>, frame: &bytes::Bytes, opening: usize) -> usize {
-    let mut kept = Vec::with_capacity(held.len());
-    let mut failed = 0;
-    let mut streams = std::mem::take(held).into_iter();
+/// Runs `poll` on each item, `opening` at a time: the connections it gives back, and how many failed.
+async fn in_batches<T, F, Fut>(items: impl IntoIterator<Item = T>, opening: usize, poll: F) -> (Vec<TcpStream>, usize)
+where
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = std::io::Result<TcpStream>> + Send + 'static,
+{
+    let (mut kept, mut failed) = (Vec::new(), 0);
+    let mut items = items.into_iter();
     loop {
-        let polls: Vec<_> = streams
-            .by_ref()
-            .take(opening)
-            .map(|mut stream| {
-                let frame = frame.clone();
-                tokio::spawn(async move { call_encoded(&mut stream, &frame).await.map(|_| stream) })
-            })
-            .collect();
+        let polls: Vec<_> = items.by_ref().take(opening).map(|item| tokio::spawn(poll(item))).collect();
         if polls.is_empty() {
-            break;
+            return (kept, failed);
         }
-        for poll in polls {
-            match poll.await {
+        for polled in polls {
+            match polled.await {
                 Ok(Ok(stream)) => kept.push(stream),
                 _ => failed += 1,
             }
         }
     }
-    *held = kept;
-    failed
 }
 
 pub async fn run(args: IdleArgs) -> i32 {
@@ -127,29 +121,20 @@ async fn held_idle(args: IdleArgs) -> std::io::Result<()> {
     drop(first_poll(&args.addr, &frame).await?);
     let before = settled_rss(args.server_pid);
     let started = Instant::now();
-    let mut held = Vec::with_capacity(args.connections);
-    let mut failed = 0usize;
-    let mut remaining = args.connections;
-    while remaining > 0 {
-        let batch = remaining.min(args.opening);
-        remaining -= batch;
-        let polls: Vec<_> = (0..batch)
-            .map(|_| {
-                let (addr, frame) = (args.addr.clone(), frame.clone());
-                tokio::spawn(async move { first_poll(&addr, &frame).await })
-            })
-            .collect();
-        for poll in polls {
-            match poll.await {
-                Ok(Ok(stream)) => held.push(stream),
-                _ => failed += 1,
-            }
-        }
-    }
+    let (mut held, mut failed) = in_batches(0..args.connections, args.opening, |_| {
+        let (addr, frame) = (args.addr.clone(), frame.clone());
+        async move { first_poll(&addr, &frame).await }
+    })
+    .await;
     let opened_s = started.elapsed().as_secs_f64();
     for _ in 1..args.polls {
         tokio::time::sleep(POLL_GAP).await;
-        failed += poll_again(&mut held, &frame, args.opening).await;
+        let again = in_batches(std::mem::take(&mut held), args.opening, |mut stream| {
+            let frame = frame.clone();
+            async move { call_encoded(&mut stream, &frame).await.map(|_| stream) }
+        });
+        let (kept, lost) = again.await;
+        (held, failed) = (kept, failed + lost);
     }
     let after = settled_rss(args.server_pid);
     let per_conn = if held.is_empty() { 0 } else { after.saturating_sub(before) / held.len() as u64 };
