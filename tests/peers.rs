@@ -153,10 +153,10 @@ async fn a_truncated_topic_list_is_no_copy() {
     assert_eq!(client.request(route_request("other", 99)).await.code, 0);
 }
 
-/// A slave that registers with the new node before its master has: the master is known only from the copy,
-/// without its HA address, so the slave is told no master (as Java, which would not know the master yet,
-/// tells it), not an empty HA address to replicate from. Made to fail once by answering copied masters as
-/// registered ones (`haServerAddr` was "").
+/// A slave that registers with the new node before its master has: the master is known only from the copy
+/// (without its HA address, which a peer's answers do not carry), so the slave is told no master (as Java,
+/// which would not know the master yet, tells it), not an empty HA address to replicate from. Made to fail
+/// once by answering copied masters as registered ones (`haServerAddr` was "").
 #[tokio::test]
 async fn a_slave_is_not_told_a_copied_masters_unknown_ha_address() {
     let (peer, _brokers) = peer_with_routes().await;

@@ -84,6 +84,35 @@ async fn warm_restart_serves_routes_at_once() {
     wait_route_gone(&mut c, "TopicA").await;
 }
 
+/// A master restored from the route file, on no connection yet, is not named to a slave (Java, starting
+/// empty, does not know it): it may be a dead one that nothing will remove for 120 s, and a Java slave told
+/// its HA address kept replicating from it after it came back as a slave. Once the master registers on a
+/// connection, the slave is told again. Made to fail once by naming restored masters whose HA address is
+/// known (as before the fix): the slave was told 127.0.0.1:10912.
+#[tokio::test]
+async fn a_restored_master_is_not_named_to_a_slave_until_it_registers() {
+    let config = test_config();
+    let master = Broker { ha_addr: "127.0.0.1:10912", ..broker() };
+    let slave =
+        Broker { ha_addr: "127.0.0.1:10922", ..Broker::new("DefaultCluster", "broker-a", 1, "127.0.0.1:10921") };
+    let server = start_with(config.clone()).await;
+    let mut c = Client::connect(server.addr).await;
+    register(&mut c, &master, dv(1), TOPICS).await;
+    let told = register(&mut c, &slave, dv(1), TOPICS).await;
+    assert_eq!((told.ext("masterAddr"), told.ext("haServerAddr")), (Some("127.0.0.1:10911"), Some("127.0.0.1:10912")));
+    server.shutdown().await;
+    drop(c);
+
+    let server = start_with(config).await;
+    let mut s = Client::connect(server.addr).await;
+    let told = register(&mut s, &slave, dv(1), TOPICS).await;
+    assert_eq!((told.ext("masterAddr"), told.ext("haServerAddr")), (None, None), "restored, not registered");
+    let mut m = Client::connect(server.addr).await;
+    register(&mut m, &master, dv(1), TOPICS).await;
+    let told = register(&mut s, &slave, dv(1), TOPICS).await;
+    assert_eq!((told.ext("masterAddr"), told.ext("haServerAddr")), (Some("127.0.0.1:10911"), Some("127.0.0.1:10912")));
+}
+
 /// A restored broker that never comes back expires on the usual timeout.
 #[tokio::test(start_paused = true)]
 async fn restored_broker_that_never_returns_expires() {
