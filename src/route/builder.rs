@@ -130,8 +130,13 @@ impl<'a> RouteBuilder<'a> {
         if let Some((key, list)) = self.lists.get_key_value(topic) {
             return (key.clone(), list.clone());
         }
-        match self.next.topics.get_key_value(topic) {
-            Some((key, route)) => (key.clone(), route.queue_datas.clone()),
+        match self.next.topics.get(topic) {
+            // The name as a broker's index holds it: the table keeps names in its entries, not as `Arc`s.
+            Some(route) => {
+                let indexed =
+                    route.queue_datas.iter().find_map(|q| self.index.get(&*q.broker_name)?.get_key_value(topic));
+                (indexed.map_or_else(|| Arc::from(topic), |(key, _)| key.clone()), route.queue_datas.clone())
+            }
             None => (Arc::from(topic), self.lists.empty()),
         }
     }
@@ -361,7 +366,7 @@ impl<'a> RouteBuilder<'a> {
         self.next.config = config;
         self.changed = true;
         if old.support_acting_master != config.support_acting_master {
-            self.dirty_topics.extend(self.next.topics.keys().cloned());
+            self.dirty_topics.extend(self.next.topics.keys().map(Arc::from));
         } else if old.order_message_enable != config.order_message_enable {
             let ordered: Vec<Arc<str>> =
                 self.next.order_topic_conf.keys().filter(|t| self.next.topics.contains_key(t)).cloned().collect();

@@ -126,7 +126,7 @@ impl Serialize for FileView<'_> {
         let (snapshot, live) = (&self.0.snapshot, &self.0.live);
         let mut brokers: Vec<&BrokerData> = snapshot.brokers.values().map(|b| &**b).collect();
         brokers.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
-        let mut topics: Vec<(&Arc<str>, &Arc<TopicRoute>)> = Vec::with_capacity(snapshot.topics.len());
+        let mut topics: Vec<(&str, &Arc<TopicRoute>)> = Vec::with_capacity(snapshot.topics.len());
         topics.extend(snapshot.topics.iter());
         topics.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut mappings: Vec<(&Arc<str>, &Arc<TopicMappings>)> = snapshot.mappings.iter().collect();

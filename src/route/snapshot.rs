@@ -191,7 +191,7 @@ impl RouteSnapshot {
             }
             TableBody::TopicList => {
                 let mut names: Vec<&str> = Vec::with_capacity(self.topics.len());
-                names.extend(self.topics.keys().map(|k| &**k));
+                names.extend(self.topics.keys());
                 names.sort_unstable();
                 Encoded::One(Bytes::from(encode_topic_list(&names, None)))
             }
@@ -234,7 +234,7 @@ impl RouteSnapshot {
             of_topic.dedup();
             for cluster in &of_topic {
                 if let Some(list) = lists.get_mut(cluster) {
-                    list.push(&**topic);
+                    list.push(topic);
                 }
             }
         }
@@ -278,7 +278,7 @@ impl RouteSnapshot {
                 let first = r.queue_datas.iter().min_by_key(|q| (java_hash::bucket(&q.broker_name, n), &q.broker_name));
                 first.is_some_and(|q| wanted(q.topic_sys_flag))
             })
-            .map(|(t, _)| &**t)
+            .map(|(t, _)| t)
             .collect();
         topics.sort_unstable();
         encode_topic_list(&topics, None)

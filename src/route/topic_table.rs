@@ -1,37 +1,182 @@
 //! `TopicTable`: topic name → route, the table every lookup reads.
 //!
-//! 4,096 copy-on-write shards of plain hash tables: a lookup hashes the name once and probes one table (one or
-//! two cache misses, where a persistent trie takes several); cloning the table for the next snapshot is one
-//! reference count; changing a topic copies only its shard, 1/4,096 of the table, once per snapshot. So many
-//! shards that a broker's change among a million routes costs about what it costs alone (a few hundred topics
-//! a shard; fewer shards made each copy larger), for a longer shard list copied per snapshot published
-//! (`cargo bench --bench registration -- one_broker_change`; figures in perf/README.md).
+//! 4,096 copy-on-write shards: a lookup hashes the name once and reads one shard; cloning the table for the
+//! next snapshot is one reference count; changing a topic copies only its shard, 1/4,096 of the table, once
+//! per snapshot. So many shards that a broker's change among a million routes costs about what it costs alone
+//! (a few hundred topics a shard; fewer shards made each copy larger), for a longer shard list copied per
+//! snapshot published (`cargo bench --bench registration -- one_broker_change`; figures in perf/README.md).
+//!
+//! A shard is laid out for the lookup alone (issue 46): one open-addressed array of 32-byte entries, two a
+//! cache line, each holding the name's full hash, the route and the name itself when it fits (14 bytes;
+//! longer names sit behind one thin pointer). A hit among a million routes is then one cache miss (two for
+//! a longer name), where a hash map of `(Arc<str>, V)` took three (its control bytes, its slot, the name
+//! behind the slot). Robin Hood order keeps every probe short, a miss's too: it stops at the first entry
+//! nearer its home than the probe is. 64-byte entries with 46 bytes inline cost 107 MB more at a million
+//! routes (perf/README.md, "A million routes, laid out for the lookup").
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
-
-use hashbrown::HashTable;
 
 use crate::route::FastHasher;
 
 const SHARDS: usize = 4096;
 
-type Shard<V> = HashTable<(Arc<str>, V)>;
+/// The longest name kept in its entry.
+const INLINE: usize = 14;
+
+/// A topic's name, in its entry when it fits.
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Shared(arcstr::ArcStr),
+}
+
+impl Key {
+    fn new(name: &str) -> Key {
+        match u8::try_from(name.len()) {
+            Ok(len) if name.len() <= INLINE => {
+                let mut bytes = [0; INLINE];
+                bytes[..name.len()].copy_from_slice(name.as_bytes());
+                Key::Inline { len, bytes }
+            }
+            _ => Key::Shared(name.into()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..*len as usize],
+            Key::Shared(name) => name.as_bytes(),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // The bytes were copied from a `str` whole; the fallback is unreachable.
+            Key::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Key::Shared(name) => name,
+        }
+    }
+}
+
+/// Half a cache line: 8 bytes of hash, the value, the name.
+#[derive(Clone)]
+#[repr(align(32))]
+struct Entry<V> {
+    hash: u64,
+    value: V,
+    key: Key,
+}
+
+/// An open-addressed array in Robin Hood order, never more than 7/8 full (so a probe always ends). Held
+/// behind one thin `Arc`, so that the list of shards each snapshot copies is 8 bytes a shard.
+#[derive(Clone)]
+struct Shard<V> {
+    slots: Box<[Option<Entry<V>>]>,
+    len: u32,
+}
+
+/// An entry's first slot: the hash's low 32 bits scaled to the capacity.
+fn home(hash: u64, capacity: usize) -> usize {
+    (((hash & 0xffff_ffff) * capacity as u64) >> 32) as usize
+}
+
+/// How far slot `at` is from the first slot of `hash`.
+fn distance(hash: u64, at: usize, capacity: usize) -> usize {
+    (at + capacity - home(hash, capacity)) % capacity
+}
+
+impl<V> Shard<V> {
+    /// The slot of `key`, if held.
+    fn position(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        self.probe(hash, key).ok()
+    }
+
+    /// The slot of `key`, or how many slots a miss read.
+    fn probe(&self, hash: u64, key: &[u8]) -> Result<usize, usize> {
+        let capacity = self.slots.len();
+        let mut at = home(hash, capacity);
+        for probed in 0..capacity {
+            let Some(entry) = &self.slots[at] else { return Err(probed + 1) };
+            if entry.hash == hash && entry.key.as_bytes() == key {
+                return Ok(at);
+            }
+            if distance(entry.hash, at, capacity) < probed {
+                return Err(probed + 1);
+            }
+            at = if at + 1 == capacity { 0 } else { at + 1 };
+        }
+        Err(capacity)
+    }
+}
+
+impl<V: Clone> Shard<V> {
+    /// Places an entry known to be absent, taking richer entries' slots on the way (Robin Hood).
+    fn place(&mut self, mut entry: Entry<V>) {
+        if (self.len as usize + 1) * 8 > self.slots.len() * 7 {
+            self.resize((self.len as usize + 1) * 3 / 2 + 1);
+        }
+        let slots = &mut self.slots;
+        let capacity = slots.len();
+        let mut at = home(entry.hash, capacity);
+        let mut probed = 0;
+        while let Some(held) = &mut slots[at] {
+            let held_distance = distance(held.hash, at, capacity);
+            if held_distance < probed {
+                std::mem::swap(held, &mut entry);
+                probed = held_distance;
+            }
+            at = if at + 1 == capacity { 0 } else { at + 1 };
+            probed += 1;
+        }
+        slots[at] = Some(entry);
+        self.len += 1;
+    }
+
+    /// Takes the entry at `at` out and moves the entries after it one slot back (backward-shift deletion).
+    fn take(&mut self, mut at: usize) -> Option<Entry<V>> {
+        let slots = &mut self.slots;
+        let capacity = slots.len();
+        let removed = slots[at].take();
+        loop {
+            let next = if at + 1 == capacity { 0 } else { at + 1 };
+            match &slots[next] {
+                Some(e) if distance(e.hash, next, capacity) > 0 => slots[at] = slots[next].take(),
+                _ => break,
+            }
+            at = next;
+        }
+        self.len -= 1;
+        if self.len == 0 {
+            self.slots = Box::new([]);
+        } else if (self.len as usize) * 4 < self.slots.len() && self.slots.len() > 16 {
+            self.resize(self.len as usize * 3 / 2 + 1);
+        }
+        removed
+    }
+
+    fn resize(&mut self, capacity: usize) {
+        let old = std::mem::replace(&mut self.slots, (0..capacity.max(8)).map(|_| None).collect());
+        self.len = 0;
+        for entry in old.into_vec().into_iter().flatten() {
+            self.place(entry);
+        }
+    }
+}
 
 #[derive(Clone)]
 pub struct TopicTable<V> {
-    shards: Arc<Vec<Arc<Shard<V>>>>,
+    shards: Arc<[Arc<Shard<V>>]>,
     hasher: FastHasher,
     len: usize,
 }
 
 impl<V> Default for TopicTable<V> {
     fn default() -> Self {
-        TopicTable {
-            shards: Arc::new((0..SHARDS).map(|_| Arc::new(HashTable::new())).collect()),
-            hasher: FastHasher::default(),
-            len: 0,
-        }
+        // An empty shard each, not one shared: a snapshot's copy of the list counts each shard's references,
+        // and 4,096 increments of one counter wait on each other (`publish_one_change/1000`, +16 %).
+        let shards = (0..SHARDS).map(|_| Arc::new(Shard { slots: Box::new([]), len: 0 })).collect();
+        TopicTable { shards, hasher: FastHasher::default(), len: 0 }
     }
 }
 
@@ -41,26 +186,21 @@ impl<V: std::fmt::Debug> std::fmt::Debug for TopicTable<V> {
     }
 }
 
-/// Bits 32-43 of the hash: hashbrown takes a slot's position from the low bits and its tag from the top seven,
-/// so a shard chosen by either would hold keys that all share them. With the top byte (as until issue 20)
-/// every key of a shard had the same tag, and a probe compared the key with every entry of a group: up to 16
-/// string comparisons per lookup at 100,000 topics, and per insert in the writer.
+/// Bits 32-43 of the hash, so that a shard's keys differ in the low 32 bits that place them within it.
 fn shard_index(hash: u64) -> usize {
     ((hash >> 32) & (SHARDS as u64 - 1)) as usize
 }
 
 impl<V> TopicTable<V> {
-    pub fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
-        let hash = self.hasher.hash_one(key);
-        self.shards[shard_index(hash)].find(hash, |(k, _)| **k == *key).map(|(k, v)| (k, v))
-    }
-
     pub fn get(&self, key: &str) -> Option<&V> {
-        self.get_key_value(key).map(|(_, v)| v)
+        let hash = self.hasher.hash_one(key);
+        let shard = &self.shards[shard_index(hash)];
+        let at = shard.position(hash, key.as_bytes())?;
+        shard.slots[at].as_ref().map(|e| &e.value)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
-        self.get_key_value(key).is_some()
+        self.get(key).is_some()
     }
 
     pub fn len(&self) -> usize {
@@ -71,29 +211,29 @@ impl<V> TopicTable<V> {
         self.len == 0
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &V)> {
-        self.shards.iter().flat_map(|shard| shard.iter().map(|(k, v)| (k, v)))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.shards.iter().flat_map(|shard| shard.slots.iter().flatten().map(|e| (e.key.as_str(), &e.value)))
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &Arc<str>> {
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.iter().map(|(k, _)| k)
     }
 }
 
 impl<V: Clone> TopicTable<V> {
-    /// The shard of `hash`, copied first if an older snapshot still shares it.
+    /// The shard of `hash`, copied first (and the list of shards) if an older snapshot still shares it.
     fn shard_mut(&mut self, hash: u64) -> &mut Shard<V> {
         Arc::make_mut(&mut Arc::make_mut(&mut self.shards)[shard_index(hash)])
     }
 
     pub fn insert(&mut self, key: Arc<str>, value: V) -> Option<V> {
         let hash = self.hasher.hash_one(&*key);
-        let hasher = self.hasher.clone();
         let shard = self.shard_mut(hash);
-        if let Some((_, slot)) = shard.find_mut(hash, |(k, _)| *k == key) {
-            return Some(std::mem::replace(slot, value));
+        if let Some(at) = shard.position(hash, key.as_bytes()) {
+            let held = shard.slots[at].as_mut().map(|e| &mut e.value)?;
+            return Some(std::mem::replace(held, value));
         }
-        shard.insert_unique(hash, (key, value), |(k, _)| hasher.hash_one(&**k));
+        shard.place(Entry { hash, value, key: Key::new(&key) });
         self.len += 1;
         None
     }
@@ -101,8 +241,8 @@ impl<V: Clone> TopicTable<V> {
     pub fn remove(&mut self, key: &str) -> Option<V> {
         let hash = self.hasher.hash_one(key);
         // Look before copying a shard that does not hold the key.
-        self.shards[shard_index(hash)].find(hash, |(k, _)| **k == *key)?;
-        let removed = self.shard_mut(hash).find_entry(hash, |(k, _)| **k == *key).ok().map(|e| e.remove().0.1);
+        let at = self.shards[shard_index(hash)].position(hash, key.as_bytes())?;
+        let removed = self.shard_mut(hash).take(at).map(|e| e.value);
         if removed.is_some() {
             self.len -= 1;
         }
@@ -111,37 +251,4 @@ impl<V: Clone> TopicTable<V> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn copy_on_write_snapshots() {
-        const KEYS: usize = 20_000;
-        let mut a: TopicTable<usize> = TopicTable::default();
-        for i in 0..KEYS {
-            a.insert(format!("t{i}").into(), i);
-        }
-        let b = a.clone();
-        a.insert("t7".into(), 70);
-        a.remove("t8");
-        a.insert("new".into(), 1);
-        assert_eq!((a.get("t7"), a.get("t8"), a.get("new"), a.len()), (Some(&70), None, Some(&1), KEYS));
-        assert_eq!((b.get("t7"), b.get("t8"), b.get("new"), b.len()), (Some(&7), Some(&8), None, KEYS));
-        assert_eq!(a.iter().count(), KEYS);
-        assert_eq!(a.remove("absent"), None);
-        // Keys spread over the shards, and within a shard over hashbrown's tags (the top seven bits).
-        let used = a.shards.iter().filter(|s| !s.is_empty()).count();
-        assert!(used > SHARDS * 9 / 10, "{used} shards used by {KEYS} keys");
-        let tags_per_shard: usize = a
-            .shards
-            .iter()
-            .map(|s| {
-                s.iter().map(|(k, _)| a.hasher.hash_one(&**k) >> 57).collect::<std::collections::HashSet<_>>().len()
-            })
-            .sum();
-        assert!(tags_per_shard > KEYS * 9 / 10, "{KEYS} keys have {tags_per_shard} distinct tags within their shards");
-        // Only the shards that changed were copied.
-        let shared = a.shards.iter().zip(b.shards.iter()).filter(|(x, y)| Arc::ptr_eq(x, y)).count();
-        assert!(shared >= SHARDS - 3, "{shared} shards still shared");
-    }
-}
+mod tests;
