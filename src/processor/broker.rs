@@ -238,7 +238,10 @@ pub(super) fn query_data_version(p: &ServerState, req: &RemotingCommand) -> Resu
         )
     };
     let live = &p.routes.liveness;
-    let changed = live.is_data_version_changed(&key, reported.as_ref());
+    // A broker known only from the route file or a peer's copy is told its registration is not current, as
+    // Java, which starts empty, tells it: one with forceRegister=false then registers over its connection,
+    // and its slaves are told of it again (`master_of` names no master on no connection).
+    let changed = live.is_restored(&key) || live.is_data_version_changed(&key, reported.as_ref());
     live.touch(&key, Instant::now());
     let mut resp = success();
     resp.ext_fields = Some([("changed", changed.to_string())].into_iter().collect());

@@ -366,7 +366,8 @@ impl<'a> RouteBuilder<'a> {
         self.next.config = config;
         self.changed = true;
         if old.support_acting_master != config.support_acting_master {
-            self.dirty_topics.extend(self.next.topics.keys().map(Arc::from));
+            // Every topic, named by the brokers' index (the table keeps names in its entries, not as `Arc`s).
+            self.dirty_topics.extend(self.index.values().flat_map(|topics| topics.keys().cloned()));
         } else if old.order_message_enable != config.order_message_enable {
             let ordered: Vec<Arc<str>> =
                 self.next.order_topic_conf.keys().filter(|t| self.next.topics.contains_key(t)).cloned().collect();

@@ -23,6 +23,7 @@ use crate::route::FastHasher;
 use crate::route::builder::{BrokerTopicIndex, RouteBuilder};
 use crate::route::liveness::{BrokerAddrKey, BrokerLiveInfo, BrokerLiveTable, DEFAULT_BROKER_TIMEOUT};
 use crate::route::snapshot::{RouteSnapshot, TopicMappings, TopicRoute};
+use crate::route::topic_table::TopicEntry;
 
 /// Bumped whenever the layout changes; a file of a format not in [`READS`] is then ignored, never misread.
 pub const FORMAT: &str = "rocketns-routes/2";
@@ -126,15 +127,15 @@ impl Serialize for FileView<'_> {
         let (snapshot, live) = (&self.0.snapshot, &self.0.live);
         let mut brokers: Vec<&BrokerData> = snapshot.brokers.values().map(|b| &**b).collect();
         brokers.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
-        let mut topics: Vec<(&str, &Arc<TopicRoute>)> = Vec::with_capacity(snapshot.topics.len());
-        topics.extend(snapshot.topics.iter());
-        topics.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut topics: Vec<TopicEntry<'_, Arc<TopicRoute>>> = Vec::with_capacity(snapshot.topics.len());
+        topics.extend(snapshot.topics.entries());
+        topics.sort_unstable();
         let mut mappings: Vec<(&Arc<str>, &Arc<TopicMappings>)> = snapshot.mappings.iter().collect();
         mappings.sort_unstable_by(|a, b| a.0.cmp(b.0));
         // Lists are numbered in the order of the first topic that has each: the same table, the same file.
         let mut places: HashMap<*const Vec<QueueData>, usize, FastHasher> = HashMap::default();
         let mut lists: Vec<&[QueueData]> = Vec::new();
-        for (_, route) in &topics {
+        for route in topics.iter().map(|t| t.value()) {
             places.entry(Arc::as_ptr(&route.queue_datas)).or_insert_with(|| {
                 lists.push(&route.queue_datas);
                 lists.len() - 1
@@ -149,7 +150,7 @@ impl Serialize for FileView<'_> {
         file.serialize_field("queueLists", &lists)?;
         file.serialize_field(
             "topics",
-            &Seq(|| topics.iter().map(|(topic, route)| TopicView { topic, queue_list: place(route) })),
+            &Seq(|| topics.iter().map(|t| TopicView { topic: t.name(), queue_list: place(t.value()) })),
         )?;
         file.serialize_field(
             "filterServers",

@@ -108,6 +108,11 @@ impl BrokerLiveTable {
         self.map.get(key).map(|e| e.data_version)
     }
 
+    /// Whether the broker is known only from the route file or a peer's copy: on no connection yet.
+    pub(crate) fn is_restored(&self, key: &BrokerAddrKey) -> bool {
+        self.map.get(key).is_some_and(|e| e.conn_id == 0)
+    }
+
     /// Refreshes the heartbeat of a known broker; unknown brokers are ignored. Returns whether it was known.
     pub(crate) fn touch(&self, key: &BrokerAddrKey, now: Instant) -> bool {
         match self.map.get_mut(key) {
@@ -246,6 +251,11 @@ impl LiveView {
 
     pub fn data_version(&self, key: &BrokerAddrKey) -> Option<DataVersion> {
         self.0.data_version(key)
+    }
+
+    /// See [`BrokerLiveTable::is_restored`].
+    pub fn is_restored(&self, key: &BrokerAddrKey) -> bool {
+        self.0.is_restored(key)
     }
 
     /// Refreshes the heartbeat of a known broker; unknown brokers are ignored. Returns whether it was known.

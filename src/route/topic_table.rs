@@ -52,8 +52,7 @@ impl Key {
 
     fn as_str(&self) -> &str {
         match self {
-            // The bytes were copied from a `str` whole; the fallback is unreachable.
-            Key::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Key::Inline { .. } => std::str::from_utf8(self.as_bytes()).expect("copied from a str whole"),
             Key::Shared(name) => name,
         }
     }
@@ -164,6 +163,41 @@ impl<V: Clone> Shard<V> {
     }
 }
 
+/// A held topic as one pointer, ordered by name: a route file's sorted list of a million topics is 8 MB,
+/// where `(&str, &V)` pairs were 24.
+pub struct TopicEntry<'a, V>(&'a Entry<V>);
+
+impl<'a, V> TopicEntry<'a, V> {
+    pub fn name(&self) -> &'a str {
+        self.0.key.as_str()
+    }
+
+    pub fn value(&self) -> &'a V {
+        &self.0.value
+    }
+}
+
+impl<V> PartialEq for TopicEntry<'_, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key.as_bytes() == other.0.key.as_bytes()
+    }
+}
+
+impl<V> Eq for TopicEntry<'_, V> {}
+
+impl<V> PartialOrd for TopicEntry<'_, V> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Byte order, which is `str`'s.
+impl<V> Ord for TopicEntry<'_, V> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.key.as_bytes().cmp(other.0.key.as_bytes())
+    }
+}
+
 #[derive(Clone)]
 pub struct TopicTable<V> {
     shards: Arc<[Arc<Shard<V>>]>,
@@ -212,7 +246,11 @@ impl<V> TopicTable<V> {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
-        self.shards.iter().flat_map(|shard| shard.slots.iter().flatten().map(|e| (e.key.as_str(), &e.value)))
+        self.entries().map(|e| (e.name(), e.value()))
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = TopicEntry<'_, V>> {
+        self.shards.iter().flat_map(|shard| shard.slots.iter().flatten().map(TopicEntry))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
