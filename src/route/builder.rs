@@ -447,7 +447,7 @@ impl<'a> RouteBuilder<'a> {
                 continue;
             }
             let route = shared_route(&self.next, &topic, queue_datas, &mut sections);
-            self.next.topics.insert(topic, route);
+            self.next.topics.insert(&topic, route);
         }
         self.next.version += 1;
         (Some(self.next), live)

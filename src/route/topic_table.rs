@@ -264,14 +264,15 @@ impl<V: Clone> TopicTable<V> {
         Arc::make_mut(&mut Arc::make_mut(&mut self.shards)[shard_index(hash)])
     }
 
-    pub fn insert(&mut self, key: Arc<str>, value: V) -> Option<V> {
-        let hash = self.hasher.hash_one(&*key);
+    /// The name is copied into its entry (or an `ArcStr` of its own): the table keeps no caller's `Arc`.
+    pub fn insert(&mut self, key: &str, value: V) -> Option<V> {
+        let hash = self.hasher.hash_one(key);
         let shard = self.shard_mut(hash);
         if let Some(at) = shard.position(hash, key.as_bytes()) {
             let held = shard.slots[at].as_mut().map(|e| &mut e.value)?;
             return Some(std::mem::replace(held, value));
         }
-        shard.place(Entry { hash, value, key: Key::new(&key) });
+        shard.place(Entry { hash, value, key: Key::new(key) });
         self.len += 1;
         None
     }
