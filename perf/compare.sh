@@ -43,7 +43,11 @@
 # `idle` is a client fleet's connections held open: IDLE_CONNECTIONS connections, 256 opening at once, each
 # after one route lookup (a client's first poll) and, with IDLE_POLLS=2, another 1.1 s later (its next poll,
 # which moves it off rocketns's intake), then left idle; the server's resident set before and after
-# (settled), and what each connection added. No lookups are timed there.
+# (settled), and what each connection added. No lookups are timed there but each connection's first.
+# `opening` is a client fleet's restart: IDLE_CONNECTIONS connections opened all at once, each with one
+# lookup; none may fail, and each first lookup's time (from its request, and from its connect) is reported.
+# `c1000idle` is `c1000` (1,000 connections x 1 lookup in flight) with IDLE_CONNECTIONS more held idle
+# meanwhile, each after two polls: the lookups' tail beside a large fleet's idle connections.
 #
 # Brokers register as a default Java broker does: the whole topic table in one REGISTER_BROKER.
 set -euo pipefail
@@ -52,7 +56,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${ROCKETNS_INTEROP_CACHE:-$HOME/.cache/rocketns-interop}
 if [ -n "${UPDATE:-}" ]; then OUT=$ROOT/perf/results; else OUT=${OUT:-$ROOT/perf/out}; fi
 DURATION=${DURATION:-10}
-SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k thousand million c1000 c10000 storm idle bigchurn"}
+SCENARIOS=${SCENARIOS:-"reference anchor 10k churn 100k thousand million c1000 c10000 storm idle opening c1000idle bigchurn"}
 SCENARIOS=${SCENARIOS//bigchurn/bigchurn-quiet bigchurn-same bigchurn-bump bigchurn-join}
 BIG_DURATION=${BIG_DURATION:-10}
 SERVERS=${SERVERS:-"echo echo-rocketns rocketns rocketmq-rust java"}
@@ -92,6 +96,7 @@ inner() {
         [million]="1000 1000 4 16 off - own"
         [c1000]="4 1000 1000 1 off -"
         [c10000]="4 1000 10000 1 off -"
+        [c1000idle]="4 1000 1000 1 off - idle"
         [storm]="4 1000 storm 1 off -"
         [bigchurn-quiet]="4 1000 64 1 off static"
         [bigchurn-same]="4 1000 64 1 off same"
@@ -129,6 +134,7 @@ inner() {
         read -r brokers topics conns inflight churn big own <<< "${spec[$scenario]}"
         local shape=(--connections "$conns") duration=$DURATION
         [ "${own:-}" = own ] && shape+=(--own-topics)
+        [ "${own:-}" = idle ] && shape+=(--idle "$IDLE_CONNECTIONS")
         [ "$conns" = storm ] && shape=(--connections 1 --storm 5000 --storm-requests 20)
         if [ "$big" != - ]; then
             shape+=(--big-brokers 2 --big-topics 100000 --big-period-ms 3000 --big-mode "$big")
@@ -149,29 +155,31 @@ inner() {
         echo "${line%\}},\"server\":\"$label\",\"scenario\":\"$scenario\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
         echo "$scenario/$label: $line, peak RSS ${rss} kB" >&2
     }
-    # measure_idle SERVER: the idle scenario's one JSON line (no load: connections held, RSS before and after).
+    # measure_idle SCENARIO SERVER OPENING POLLS: the idle or opening scenario's one JSON line (no load:
+    # connections held, RSS before and after, each first lookup's time).
     measure_idle() {
-        local server=$1 register=()
+        local scenario=$1 server=$2 opening=$3 polls=$4 register=()
         [[ "$server" == echo* ]] || register=(--register)
         port=$((port + 1))
         local pid; pid=$(start_server "$server" "$port" 1)
         wait_port "$port" || { echo "$server did not start" >&2; return; }
         local line
         line=$(taskset -c "$GEN_CPUS" "$loadgen" idle --addr "127.0.0.1:$port" --connections "$IDLE_CONNECTIONS" \
-            --polls "$IDLE_POLLS" --server-pid "$pid" --label "idle/$server" "${register[@]}" | tail -n 1) || true
-        [ -n "$line" ] || line='{"label":"idle/'"$server"'"}'
+            --opening "$opening" --polls "$polls" --server-pid "$pid" --label "$scenario/$server" "${register[@]}" \
+            | tail -n 1) || true
+        [ -n "$line" ] || line='{"label":"'"$scenario/$server"'"}'
         local rss; rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
         kill "$pid" 2>/dev/null || true
         for _ in $(seq 100); do [ -e "/proc/$pid" ] || break; sleep 0.1; done
-        echo "${line%\}},\"server\":\"$server\",\"scenario\":\"idle\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
-        echo "idle/$server: $line, peak RSS ${rss} kB" >&2
+        echo "${line%\}},\"server\":\"$server\",\"scenario\":\"$scenario\",\"peak_rss_kb\":${rss:-0}}" >> "$json"
+        echo "$scenario/$server: $line, peak RSS ${rss} kB" >&2
     }
     for scenario in $SCENARIOS; do
         for server in $SERVERS; do
-            if [ "$scenario" = idle ]; then
-                measure_idle "$server"
-                continue
-            fi
+            case $scenario in
+                idle) measure_idle idle "$server" 256 "$IDLE_POLLS"; continue ;;
+                opening) measure_idle opening "$server" "$IDLE_CONNECTIONS" 1; continue ;;
+            esac
             # The plain echo is the bigchurn control (what the machine and the load generator add); the
             # rocketns-shaped one adds nothing there.
             [[ "$scenario" == bigchurn-* && "$server" == echo-rocketns ]] && continue

@@ -12,7 +12,7 @@ cores, cpu = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else ("?", "?")
 by = {(r["scenario"], r["server"]): r for r in rows}
 scenarios, big_cases, idle = [], [], []
 for r in rows:
-    if r["scenario"] == "idle":
+    if r["scenario"] in ("idle", "opening"):
         idle.append(r)
         continue
     into = big_cases if r["scenario"].startswith("bigchurn-") else scenarios
@@ -108,15 +108,20 @@ if big_cases:
 if idle:
     print("\nidle: connections held open, each after a client's first polls (one lookup, and with `polls` 2 another a")
     print("second later, after which rocketns serves it on its lookups' runtime); the server's resident set before and")
-    print("after, once settled, and what each connection added.\n")
-    print("| server | connections | polls | failed | opened in s | RSS before MB | RSS after MB | KiB a connection |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("after, once settled, and what each connection added. opening: as many opened all at once (a fleet's")
+    print("restart), each with one lookup; its first lookup's time from the request, and from the connect.\n")
+    print("| scenario | server | connections | opening at once | polls | failed | opened in s | RSS before MB | RSS after MB | KiB a connection | first lookup p99 / p99.9 / max ms | connect and lookup p99 / p99.9 / max ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for r in idle:
         if "bytes_per_connection" not in r:
-            print(f"| {r['server']} | failed | | | | | | |")
+            print(f"| {r['scenario']} | {r['server']} | failed | | | | | | | | | |")
             continue
-        print(f"| {r['server']} | {r['connections']} | {r.get('polls', 1)} | {r['failed']} | {r['opened_s']:.1f} | "
-              f"{r['rss_before'] / 1e6:.1f} | {r['rss_after'] / 1e6:.1f} | {r['bytes_per_connection'] / 1024:.2f} |")
+        def first(k):
+            f = r.get(k)
+            return f"{f['p99_ms']:.2f} / {f['p999_ms']:.2f} / {f['max_ms']:.2f}" if f else "-"
+        print(f"| {r['scenario']} | {r['server']} | {r['connections']} | {r.get('opening', 256)} | {r.get('polls', 1)} | {r['failed']} | "
+              f"{r['opened_s']:.1f} | {r['rss_before'] / 1e6:.1f} | {r['rss_after'] / 1e6:.1f} | "
+              f"{r['bytes_per_connection'] / 1024:.2f} | {first('first_lookup')} | {first('first_poll')} |")
 started = {k: v["startup_ms"] for k, v in startup.items() if v}
 if started:
     print("\nStart to first answer (a cold start, no routes): "

@@ -61,6 +61,8 @@ pub struct ServerState {
 pub struct Lifecycle {
     shutting_down: AtomicBool,
     handed_over: AtomicBool,
+    /// Told whenever a connection ends, for shutdown's drain (`net::slot`).
+    connection_ended: tokio::sync::Notify,
 }
 
 impl Lifecycle {
@@ -81,6 +83,10 @@ impl Lifecycle {
 
     pub(crate) fn set_handed_over(&self, handed_over: bool) {
         self.handed_over.store(handed_over, Ordering::Release);
+    }
+
+    pub(crate) fn connection_ended(&self) -> &tokio::sync::Notify {
+        &self.connection_ended
     }
 }
 

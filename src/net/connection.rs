@@ -29,7 +29,8 @@ use tokio_util::codec::Decoder;
 
 use crate::limits::budget::{CONNECTION_DECODE, RequestRoom, SMALL_FRAME, large_frame_room};
 use crate::limits::throttle::client_log;
-use crate::ops::metrics::RequestTally;
+use crate::net::cores::CoreSeat;
+use crate::net::slot::{ConnectionSlot, spawn_detached};
 use crate::protocol::codes::{request, response};
 use crate::remoting::lent::Lent;
 use crate::remoting::{FrameDecoder, OutQueue, RemotingCommand, RepeatedHeader, announced_frame_len, peek_header};
@@ -82,8 +83,8 @@ struct Progress {
     read_buf: BytesMut,
     read_size: usize,
     out: OutQueue,
-    tally: RequestTally,
-    large: Option<LargeFrame>,
+    /// Boxed: only a connection reading a large frame has one.
+    large: Option<Box<LargeFrame>>,
     last_read: Instant,
     /// The request that moved the connection to the lane, answered there first.
     first: Option<Box<(RemotingCommand, RequestRoom)>>,
@@ -98,7 +99,6 @@ impl Progress {
             read_buf: BytesMut::new(),
             read_size: FIRST_READ,
             out: OutQueue::new(serialize_type).paced(state.reply_pacer.clone()),
-            tally: RequestTally::default(),
             large: None,
             last_read: Instant::now(),
             first: None,
@@ -241,59 +241,61 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + Sync + crate::net::intake::Rehome + 'static> Connection<S> {
     /// Serves the connection until the peer closes it, it stays idle too long, it sends a frame that cannot
     /// be decoded (which closes only this connection, as in Java), or a large frame or reply of it is too
-    /// slow. Returns whether a broker registered over it (only then can its close remove brokers).
-    pub fn run(self) -> impl Future<Output = bool> + Send + use<S> {
+    /// slow. Once settled or moving to the lane, it goes on there on a task of its own, with `slot`, and
+    /// this returns: no task waits for a connection served elsewhere.
+    pub fn run(self, slot: ConnectionSlot) -> impl Future<Output = ()> + Send + use<S> {
         let progress = Progress::new(&self.state);
-        // One allocation for the connection and what it carries: it moves to another runtime as a pointer,
-        // and the task that waits for it there (the accept loop's, for the connection's slot) holds nothing
-        // of it, nor of its serving: an idle connection's memory is counted once.
-        Self::serve_held(Box::new((self, progress)))
+        Self::serve_moved((self, progress), slot, None)
     }
 
-    /// `run`, the connection and its progress boxed.
-    async fn serve_held(mut held: Box<(Self, Progress)>) -> bool {
-        let mut served = {
-            let (conn, p) = &mut *held;
-            Box::pin(conn.serve(p)).await
-        };
-        if let Ok(Served::Settled) = served
-            && let Some(cores) = held.0.state.lookups.clone()
-        {
-            // Only lookups were sent (anything else moves it to the lane): no broker registered over it.
-            let (lookups, seat) = cores.seat();
-            let settled = crate::net::intake::elsewhere(&lookups.clone(), async move {
-                let _seat = seat;
+    /// Where a connection goes once `served` here: to a lookup core once settled, to the lane when it sent
+    /// anything but lookups, or to its end (`slot` given back). It moves by value, the connection and what
+    /// it carries copied once into the new task, so that nothing of it stays where it was.
+    fn go_on(mut held: (Self, Progress), served: Result<Served, Closing>, slot: ConnectionSlot) {
+        let state = &held.0.state;
+        match (served, state.lookups.clone(), state.lane.clone()) {
+            (Ok(Served::Settled), Some(cores), _) => {
+                let (lookups, seat) = cores.seat();
+                spawn_detached(&lookups, Self::serve_moved(held, slot, Some(seat)));
+            }
+            (Ok(Served::Moving), _, Some(lane)) => {
+                held.0.on_lane = true;
+                held.0.on_intake = false;
+                spawn_detached(&lane, Self::serve_moved(held, slot, None));
+            }
+            _ => slot.ended(held.0.registered_broker),
+        }
+    }
+
+    /// `run` where the connection is now: on a lookup core (`seat`), its socket moves to that core's I/O
+    /// driver first. Only lookups were sent there (anything else moves it to the lane): no broker
+    /// registered over it.
+    ///
+    /// Not an `async fn`: its future would keep its arguments twice, once as given and once as the locals
+    /// they are moved into (an idle connection's task 1,944 bytes, not 1,328).
+    #[expect(clippy::manual_async_fn, reason = "an async fn keeps its arguments twice")]
+    fn serve_moved(
+        mut held: (Self, Progress),
+        slot: ConnectionSlot,
+        seat: Option<CoreSeat>,
+    ) -> impl Future<Output = ()> + Send + use<S> {
+        async move {
+            if seat.is_some() {
                 let stream = held.0.stream;
-                held.0.stream = match stream.rehome(&lookups) {
+                held.0.stream = match stream.rehome(&tokio::runtime::Handle::current()) {
                     Ok(stream) => stream,
                     Err(e) => {
                         tracing::debug!(conn = held.0.id, error = %e, "the settled connection could not move, closing it");
-                        return None;
+                        return slot.ended(false);
                     }
                 };
-                let (conn, p) = &mut *held;
-                conn.on_intake = false;
-                conn.state.metrics.connections_settled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let served = conn.serve(p).await;
-                Some((held, served))
-            });
-            let Some(Some(moved)) = settled.await else { return false };
-            (held, served) = moved;
+                held.0.on_intake = false;
+                held.0.state.metrics.connections_settled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            let served = held.0.serve(&mut held.1).await;
+            drop(seat);
+            Self::go_on(held, served, slot);
         }
-        if let Ok(Served::Moving) = served
-            && let Some(lane) = held.0.state.lane.clone()
-        {
-            held.0.on_lane = true;
-            held.0.on_intake = false;
-            let moved = crate::net::intake::elsewhere(&lane, async move {
-                let (conn, p) = &mut *held;
-                let _ = conn.serve(p).await;
-                conn.registered_broker
-            });
-            // The lane stopped (the server is stopping): the slot looks for brokers to remove.
-            return moved.await.unwrap_or(true);
-        }
-        held.0.registered_broker
     }
 }
 
@@ -306,7 +308,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         if let Some(mut first) = p.first.take() {
             // Answered from its box: the task keeps no room for a request beside the one for waiting.
             let (cmd, room) = &mut *first;
-            self.answer(cmd, std::mem::take(room), &mut p.out, &mut p.tally).await;
+            self.answer(cmd, std::mem::take(room), &mut p.out).await;
             drop(first);
             // Written before the next request can wait for room: holding a large reply unwritten while
             // waiting for more room of the same pool, as many connections could at once, would wait forever.
@@ -316,7 +318,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             if let Served::Moving = self.answer_buffered(p).await? {
                 return Ok(Served::Moving);
             }
-            p.tally.flush(&self.state.metrics);
             Lent::Read.give_back(&mut p.read_buf);
             self.flush(&mut p.out).await?;
             if !self.on_lane && announced_frame_len(&p.read_buf).is_some_and(|len| len > SMALL_FRAME) {
@@ -474,7 +475,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     // A route lookup is answered without creating `dispatch`'s future where it can be: the
                     // future holds every handler's state, kilobytes copied whenever it is created (`memmove`,
                     // flamegraphs/lookup.svg); `answer`'s would hold it too.
-                    let started = self.started(&cmd, &p.tally);
+                    let started = self.started(&cmd);
                     let code = match crate::processor::dispatch_lookup(&self.state, &cmd, self.caller(), &mut p.out) {
                         Some(code) => code,
                         // Boxed: its future is every handler's state, which would otherwise sit in every
@@ -485,7 +486,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                             Box::pin(dispatched).await
                         }
                     };
-                    self.answered_with(&cmd, code, started, &mut p.tally);
+                    self.answered_with(&cmd, code, started);
                     None
                 }
             };
@@ -505,37 +506,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Answers one request into `out`.
-    async fn answer(
-        &mut self,
-        cmd: &mut RemotingCommand,
-        room: RequestRoom,
-        out: &mut OutQueue,
-        tally: &mut RequestTally,
-    ) {
-        let started = self.started(cmd, tally);
+    async fn answer(&mut self, cmd: &mut RemotingCommand, room: RequestRoom, out: &mut OutQueue) {
+        let started = self.started(cmd);
         let code = Box::pin(crate::processor::dispatch(&self.state, cmd, self.caller(), out, room)).await;
-        self.answered_with(cmd, code, started, tally);
+        self.answered_with(cmd, code, started);
     }
 
     /// When a lookup started, for the one in 16 whose latency is sampled.
-    fn started(&self, cmd: &RemotingCommand, tally: &RequestTally) -> Option<std::time::Instant> {
+    fn started(&self, cmd: &RemotingCommand) -> Option<std::time::Instant> {
         tracing::trace!(conn = self.id, code = cmd.code, opaque = cmd.opaque, version = cmd.version, "request");
-        let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && tally.sample_lookup();
+        let sampled = cmd.code == request::GET_ROUTEINFO_BY_TOPIC && self.answered.is_multiple_of(16);
         sampled.then(std::time::Instant::now)
     }
 
     /// Counts a request answered with `code`.
-    fn answered_with(
-        &mut self,
-        cmd: &RemotingCommand,
-        code: i32,
-        started: Option<std::time::Instant>,
-        tally: &mut RequestTally,
-    ) {
+    fn answered_with(&mut self, cmd: &RemotingCommand, code: i32, started: Option<std::time::Instant>) {
         if let Some(started) = started {
             self.state.metrics.record_lookup_latency(started.elapsed());
         }
-        tally.record(cmd.code, code == response::SUCCESS);
+        self.state.metrics.record_request(cmd.code, code == response::SUCCESS);
         self.answered = self.answered.saturating_add(1);
         if !self.registered_broker && cmd.code == request::REGISTER_BROKER && code == response::SUCCESS {
             self.registered_broker = true;
@@ -573,7 +562,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// `SMALL_FRAME` first waits, unread, for room in the requests pool (its bytes and what its request
     /// builds, `large_frame_room`), then gets a buffer of its own, whose pages fill only as its bytes arrive.
     /// Returns whether it waited.
-    async fn make_room(&self, read_buf: &mut BytesMut, large: &mut Option<LargeFrame>) -> bool {
+    async fn make_room(&self, read_buf: &mut BytesMut, large: &mut Option<Box<LargeFrame>>) -> bool {
         let Some(len) = announced_frame_len(read_buf) else { return false };
         if len <= SMALL_FRAME {
             read_buf.reserve(len.saturating_sub(read_buf.len()));
@@ -590,7 +579,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 }
             };
             let deadline = Instant::now() + self.large_frame_timeout;
-            *large = Some(LargeFrame { room: RequestRoom { charge, frame: len }, deadline });
+            *large = Some(Box::new(LargeFrame { room: RequestRoom { charge, frame: len }, deadline }));
         }
         if read_buf.capacity() < len {
             let mut buf = BytesMut::with_capacity(len);
@@ -646,9 +635,9 @@ mod tests {
     use crate::route::{RouteSnapshot, route_table};
 
     /// What a connection holds for its whole life, idle or not, besides its socket and the buffers it is
-    /// lent: the connection and its progress (boxed by `run`) and its serving's future, with `dispatch`'s
-    /// (every handler's state), a large reply's writing and the wait for room boxed where they are awaited.
-    /// Made to fail once by awaiting `dispatch` unboxed (624 + 2,728 bytes).
+    /// lent: the connection and its progress and its serving's future, with `dispatch`'s (every handler's
+    /// state), a large reply's writing and the wait for room boxed where they are awaited. Made to fail
+    /// once by awaiting `dispatch` unboxed (624 + 2,728 bytes).
     const HELD_MAX: usize = 1536;
 
     #[tokio::test]
@@ -659,12 +648,15 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let stream = tokio::net::TcpStream::connect(listener.local_addr().expect("addr")).await.expect("connect");
         let mut progress = Progress::new(&state);
+        let slot = ConnectionSlot::take(&state, 1);
         let mut conn = Connection::new(stream, 1, None, state);
         let held = std::mem::size_of_val(&conn) + std::mem::size_of_val(&progress);
         let serving = std::mem::size_of_val(&conn.serve(&mut progress));
         eprintln!("a connection holds {held} bytes of state and {serving} of its serving's future");
         assert!(held + serving <= HELD_MAX, "{held} + {serving} bytes, over {HELD_MAX}");
-        assert!(std::mem::size_of_val(&conn.run()) <= 128, "run's own future holds only the box");
+        let run = std::mem::size_of_val(&conn.run(slot));
+        eprintln!("a connection's task holds {run} bytes");
+        assert!(run <= HELD_MAX + 64, "run's future holds the connection, its serving and its slot: {run} bytes");
     }
 
     /// A lookup frame of exactly `len` bytes (a padding field makes up the length).
@@ -700,7 +692,8 @@ mod tests {
             let mut client =
                 tokio::net::TcpStream::connect(listener.local_addr().expect("addr")).await.expect("connect");
             let (accepted, _) = listener.accept().await.expect("accept");
-            let served = tokio::spawn(Connection::new(accepted, 1, None, state).run());
+            let slot = ConnectionSlot::take(&state, 1);
+            let served = tokio::spawn(Connection::new(accepted, 1, None, state.clone()).run(slot));
             client.write_all(&lookup_frame(len)).await.expect("sent");
             let mut reply = [0u8; 4];
             tokio::io::AsyncReadExt::read_exact(&mut client, &mut reply).await.expect("a reply");
@@ -719,7 +712,8 @@ mod tests {
             }
             assert!(given_back, "a {len}-byte request's connection kept a buffer while waiting");
             drop(client);
-            assert!(!served.await.expect("served"), "no broker registered");
+            served.await.expect("served");
+            assert_eq!(state.metrics.connections.load(std::sync::atomic::Ordering::Relaxed), 0, "its slot given back");
         }
     }
 }

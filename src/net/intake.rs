@@ -51,25 +51,6 @@ impl Rehome for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
     }
 }
 
-/// Starts `task` on `runtime`; the future waits for it: a panic there is resumed here, and `None` means the
-/// runtime stopped (the server is stopping).
-pub fn elsewhere<T, F>(runtime: &Handle, task: F) -> impl Future<Output = Option<T>> + use<T, F>
-where
-    T: Send + 'static,
-    F: Future<Output = T> + Send + 'static,
-{
-    let started = runtime.spawn(task);
-    async move {
-        match started.await {
-            Ok(done) => Some(done),
-            Err(e) => match e.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                Err(_) => None,
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -354,11 +354,9 @@ mod tests {
     #[test]
     fn requests_and_latency_are_written_as_prometheus_reads_them() {
         let m = Metrics::default();
-        let mut t = crate::ops::metrics::RequestTally::default();
-        t.record(105, true);
-        t.record(105, true);
-        t.record(99999, false);
-        t.flush(&m);
+        m.record_request(105, true);
+        m.record_request(105, true);
+        m.record_request(99999, false);
         m.record_lookup_latency(std::time::Duration::from_micros(30));
         let mut text = String::new();
         requests(&mut text, &m);

@@ -245,6 +245,15 @@ impl Visit for JsonFields<'_> {
     }
 }
 
+/// A panic's payload as a log line's text: its message, when it has one.
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! Broker housekeeping: the periodic scan that removes brokers whose heartbeats stopped
-//! (Java's `scanNotActiveBroker`), the route saver that writes the warm-restart route file, and the
-//! clean-up when a broker's connection closes.
+//! (Java's `scanNotActiveBroker`) and the route saver that writes the warm-restart route file (the clean-up
+//! when a broker's connection closes is its slot's: `net::slot`).
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::config::SharedConfig;
 use crate::ops::metrics::Metrics;
-use crate::route::{ConnId, RouteHandle, RouteMutation};
+use crate::route::{RouteHandle, RouteMutation};
 
 /// Every `scanNotActiveBrokerInterval` (first after one interval; a runtime change applies from the next
 /// one), asks the writer to remove each broker whose heartbeat expired. The writer checks again before
@@ -100,10 +100,4 @@ pub(crate) async fn save_routes(routes: &RouteHandle, path: &std::path::Path, me
             None
         }
     }
-}
-
-/// A connection over which a broker registered closed: the brokers whose last registration came over it
-/// are removed at once (the writer finds them).
-pub async fn on_connection_closed(routes: &RouteHandle, conn: ConnId) {
-    let _ = routes.submit(RouteMutation::ConnectionClosed(conn)).await;
 }

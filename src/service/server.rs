@@ -359,6 +359,7 @@ async fn accept_until_stopped(
                 Ok((stream, peer)) => connections.admit(stream, peer),
                 Err(e) => crate::limits::throttle::after_failed_accept("remoting", &e).await,
             },
+            () = connections.reap_next() => {}
         }
     }
 }

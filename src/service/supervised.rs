@@ -168,18 +168,10 @@ pub(super) async fn optional<F: Future + Unpin>(task: &mut Option<F>) -> F::Outp
 fn task_ended(task: &'static str, ended: Result<(), tokio::task::JoinError>) -> ServeError {
     let reason = match ended {
         Ok(()) => "it returned".to_string(),
-        Err(e) if e.is_panic() => format!("it panicked: {}", panic_message(e.into_panic())),
+        Err(e) if e.is_panic() => format!("it panicked: {}", crate::ops::logging::panic_message(e.into_panic())),
         Err(e) => e.to_string(),
     };
     ServeError::TaskEnded { task, reason }
-}
-
-pub(super) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 #[cfg(test)]

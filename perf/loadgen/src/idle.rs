@@ -4,7 +4,11 @@
 //! after one route lookup (a client's first poll), and with `--polls 2` (the default) asks again on each a
 //! second later (its next poll: rocketns has then moved it to its lookups' runtime, as a deployment's
 //! connections are), holds them open and reads the server's resident set before and after
-//! (`--server-pid`): the bytes an idle connection costs.
+//! (`--server-pid`): the bytes an idle connection costs. Each first lookup is timed from its connection's
+//! start (connect and lookup) and from its request (the lookup alone): with `--opening` as large as
+//! `--connections`, a fleet's restart, every connection opened at once.
+//!
+//! `run --idle N` holds N such connections open (`hold`) while it measures its lookups.
 
 use std::time::Duration;
 
@@ -38,41 +42,110 @@ pub struct IdleArgs {
     register: bool,
     #[arg(long, default_value = "")]
     label: String,
+    /// Seconds the connections are still held after the resident set is read, reading it each second.
+    #[arg(long, default_value_t = 0)]
+    hold_s: u64,
 }
 
 const TOPIC: &str = "IdleTopic";
 /// Past rocketns's `SETTLED_AFTER` (1 s): a lookup after it moves the connection off the intake.
 const POLL_GAP: Duration = Duration::from_millis(1100);
 
-/// The resident set once it has stopped moving (within 1 % over half a second, at most 10 s): a server
-/// frees and a kernel accounts lazily.
+/// How long the resident set must hold still to count as settled: longer than any server's own period of
+/// handing freed memory back (rocketns's is 5 s: `main.rs`), which a shorter window read before it.
+const SETTLE_WINDOW: Duration = Duration::from_secs(6);
+
+/// The resident set once it has stopped moving (within 1 % over `SETTLE_WINDOW`, read each second, at most
+/// 30 s): a server frees and a kernel accounts lazily.
 fn settled_rss(pid: Option<u32>) -> u64 {
     let Some(pid) = pid else { return 0 };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut last = rss(pid).map_or(0, |r| r.0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let window = SETTLE_WINDOW.as_secs() as usize;
+    let mut seen = vec![rss(pid).map_or(0, |r| r.0)];
     loop {
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_secs(1));
         let now = rss(pid).map_or(0, |r| r.0);
-        if now.abs_diff(last) * 100 <= last || std::time::Instant::now() >= deadline {
+        seen.push(now);
+        let recent = &seen[seen.len().saturating_sub(window + 1)..];
+        let (low, high) = (recent.iter().min().copied().unwrap_or(0), recent.iter().max().copied().unwrap_or(0));
+        if (recent.len() > window && (high - low) * 100 <= low) || std::time::Instant::now() >= deadline {
             return now;
         }
-        last = now;
     }
 }
 
-/// One client's first poll: connect, one lookup, its reply; the connection, to be held.
-async fn first_poll(addr: &str, frame: &[u8]) -> std::io::Result<TcpStream> {
+/// One client's first poll: connect, one lookup, its reply; the connection, to be held, with the
+/// nanoseconds from the start to the reply and from the request to the reply.
+async fn first_poll(addr: &str, frame: &[u8]) -> std::io::Result<(TcpStream, u64, u64)> {
+    let started = Instant::now();
     let mut stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
+    let asked = Instant::now();
     call_encoded(&mut stream, frame).await?;
-    Ok(stream)
+    let nanos = |since: Instant| since.elapsed().as_nanos() as u64;
+    Ok((stream, nanos(started), nanos(asked)))
+}
+
+/// What a fleet's first polls took: from each connection's start and from its request.
+struct FirstPolls {
+    whole: hdrhistogram::Histogram<u64>,
+    lookup: hdrhistogram::Histogram<u64>,
+}
+
+/// Opens `connections` connections, `opening` at a time, each with a lookup (`frame`), and asks again on
+/// each `polls - 1` times, `POLL_GAP` apart (moving it off rocketns's intake): the connections held, how
+/// many failed, how long opening took and the first polls' times.
+async fn open_idle(
+    addr: &str,
+    frame: &bytes::Bytes,
+    connections: usize,
+    opening: usize,
+    polls: usize,
+) -> (Vec<TcpStream>, usize, f64, FirstPolls) {
+    let started = Instant::now();
+    let (opened, mut failed) = in_batches(0..connections, opening, |_| {
+        let (addr, frame) = (addr.to_string(), frame.clone());
+        async move { first_poll(&addr, &frame).await }
+    })
+    .await;
+    let opened_s = started.elapsed().as_secs_f64();
+    let mut first = FirstPolls { whole: crate::driver::new_histogram(), lookup: crate::driver::new_histogram() };
+    let mut held = Vec::with_capacity(opened.len());
+    for (stream, whole, lookup) in opened {
+        let _ = first.whole.record(whole);
+        let _ = first.lookup.record(lookup);
+        held.push(stream);
+    }
+    for _ in 1..polls {
+        tokio::time::sleep(POLL_GAP).await;
+        let again = in_batches(std::mem::take(&mut held), opening, |mut stream| {
+            let frame = frame.clone();
+            async move { call_encoded(&mut stream, &frame).await.map(|_| stream) }
+        });
+        let (kept, lost) = again.await;
+        (held, failed) = (kept, failed + lost);
+    }
+    (held, failed, opened_s, first)
+}
+
+/// `run --idle`: `connections` connections held idle after two lookups of `topic` each (a client fleet's
+/// first two polls), 256 opening at once; an error if any failed.
+pub async fn hold(addr: &str, topic: &str, connections: usize) -> std::io::Result<Vec<TcpStream>> {
+    let frame = encode(&lookup(topic)).freeze();
+    let (held, failed, opened_s, _) = open_idle(addr, &frame, connections, 256, 2).await;
+    println!("{} connections held idle after 2 lookups each, opened in {opened_s:.1} s", held.len());
+    if failed > 0 {
+        return Err(std::io::Error::other(format!("{failed} of {connections} idle connections failed")));
+    }
+    Ok(held)
 }
 
 /// Runs `poll` on each item, `opening` at a time: the connections it gives back, and how many failed.
-async fn in_batches<T, F, Fut>(items: impl IntoIterator<Item = T>, opening: usize, poll: F) -> (Vec<TcpStream>, usize)
+async fn in_batches<T, K, F, Fut>(items: impl IntoIterator<Item = T>, opening: usize, poll: F) -> (Vec<K>, usize)
 where
+    K: Send + 'static,
     F: Fn(T) -> Fut,
-    Fut: Future<Output = std::io::Result<TcpStream>> + Send + 'static,
+    Fut: Future<Output = std::io::Result<K>> + Send + 'static,
 {
     let (mut kept, mut failed) = (Vec::new(), 0);
     let mut items = items.into_iter();
@@ -120,22 +193,8 @@ async fn held_idle(args: IdleArgs) -> std::io::Result<()> {
     // One lookup answered before the baseline, so that what a first request allocates for good is in it.
     drop(first_poll(&args.addr, &frame).await?);
     let before = settled_rss(args.server_pid);
-    let started = Instant::now();
-    let (mut held, mut failed) = in_batches(0..args.connections, args.opening, |_| {
-        let (addr, frame) = (args.addr.clone(), frame.clone());
-        async move { first_poll(&addr, &frame).await }
-    })
-    .await;
-    let opened_s = started.elapsed().as_secs_f64();
-    for _ in 1..args.polls {
-        tokio::time::sleep(POLL_GAP).await;
-        let again = in_batches(std::mem::take(&mut held), args.opening, |mut stream| {
-            let frame = frame.clone();
-            async move { call_encoded(&mut stream, &frame).await.map(|_| stream) }
-        });
-        let (kept, lost) = again.await;
-        (held, failed) = (kept, failed + lost);
-    }
+    let (held, failed, opened_s, first) =
+        open_idle(&args.addr, &frame, args.connections, args.opening, args.polls).await;
     let after = settled_rss(args.server_pid);
     let per_conn = if held.is_empty() { 0 } else { after.saturating_sub(before) / held.len() as u64 };
     println!(
@@ -147,11 +206,21 @@ async fn held_idle(args: IdleArgs) -> std::io::Result<()> {
         after as f64 / 1e6,
         per_conn as f64 / 1024.0
     );
+    for second in 1..=args.hold_s {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = args.server_pid.and_then(rss).map_or(0, |r| r.0);
+        println!("{second} s later: RSS {:.1} MB", now as f64 / 1e6);
+    }
+    crate::probe::print_lookups("first (connect and lookup)", &first.whole);
+    crate::probe::print_lookups("first (lookup alone)", &first.lookup);
     println!(
-        r#"{{"label":"{}","connections":{},"polls":{},"failed":{failed},"opened_s":{opened_s:.3},"rss_before":{before},"rss_after":{after},"bytes_per_connection":{per_conn}}}"#,
+        r#"{{"label":"{}","connections":{},"opening":{},"polls":{},"failed":{failed},"opened_s":{opened_s:.3},"rss_before":{before},"rss_after":{after},"bytes_per_connection":{per_conn},"first_poll":{},"first_lookup":{}}}"#,
         args.label,
         held.len(),
-        args.polls
+        args.opening,
+        args.polls,
+        crate::probe::stats_json(&first.whole),
+        crate::probe::stats_json(&first.lookup)
     );
     Ok(())
 }

@@ -122,6 +122,10 @@ struct RunArgs {
     /// Seconds of measured load (0: only register).
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
+    /// Connections held idle meanwhile, each after two lookups (a client fleet's connections between
+    /// polls: `idle.rs`), opened before the warm-up.
+    #[arg(long, default_value_t = 0)]
+    idle: usize,
     /// Seconds of load before measuring.
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
@@ -452,6 +456,16 @@ async fn run(args: RunArgs) -> i32 {
             return 2;
         }
     };
+    let idle = match args.idle {
+        0 => Vec::new(),
+        n => match idle::hold(&args.addr, &topics[0], n).await {
+            Ok(held) => held,
+            Err(e) => {
+                eprintln!("idle connections failed: {e}");
+                return 2;
+            }
+        },
+    };
     let picker = Arc::new(driver::TopicPicker::new(topics, args.zipf, args.miss_ratio));
     let registrations = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + Duration::from_secs_f64(args.warmup + args.duration);
@@ -531,9 +545,10 @@ async fn run(args: RunArgs) -> i32 {
         if args.churn == Churn::Off { String::new() } else { format!(", {regs} full re-registrations") }
     );
     println!(
-        r#"{{"label":"{}","connections":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"max_us":{max_us:.1},"registrations":{regs},"populate_s":{populate_s:.3},"routes":{},"header":"{}","opaque_start":{},"storm":{}{big_json}{}}}"#,
+        r#"{{"label":"{}","connections":{},"idle":{},"in_flight":{},"brokers":{},"topics":{},"ok":{ok},"errors":{errors},"seconds":{elapsed:.3},"rps":{rps:.0},"p50_us":{:.1},"p99_us":{:.1},"p999_us":{:.1},"max_us":{max_us:.1},"registrations":{regs},"populate_s":{populate_s:.3},"routes":{},"header":"{}","opaque_start":{},"storm":{}{big_json}{}}}"#,
         args.label,
         args.connections,
+        args.idle,
         args.in_flight,
         args.brokers,
         args.topics,
@@ -549,7 +564,7 @@ async fn run(args: RunArgs) -> i32 {
             .map(|cpu| format!(r#","server_cpu_us_per_req":{:.3}"#, cpu * 1e6 / ok as f64))
             .unwrap_or_default()
     );
-    drop(kept);
+    drop((kept, idle));
     if errors > 0 || (ok == 0 && args.connections > 0) { 1 } else { 0 }
 }
 
