@@ -109,7 +109,8 @@ if idle:
     print("\nidle: connections held open, each after a client's first polls (one lookup, and with `polls` 2 another a")
     print("second later, after which rocketns serves it on its lookups' runtime); the server's resident set before and")
     print("after, once settled, and what each connection added. opening: as many opened all at once (a fleet's")
-    print("restart), each with one lookup; its first lookup's time from the request, and from the connect.\n")
+    print("restart), each with one lookup; its first lookup's time from the request, and from the connect (for")
+    print("opening, that column is the load generator's own 18,000 connects on its one core, not the server's).\n")
     print("| scenario | server | connections | opening at once | polls | failed | opened in s | RSS before MB | RSS after MB | KiB a connection | first lookup p99 / p99.9 / max ms | connect and lookup p99 / p99.9 / max ms |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for r in idle:

@@ -151,10 +151,11 @@ pub struct FileWriteFailures {
 }
 
 impl Default for Metrics {
-    /// A shard for each core (the runtime's worker count), plus one for the other threads.
+    /// A shard for each thread that counts requests: a lookup thread and a lane thread a core, the intake,
+    /// and one for the others (the blocking pool's, an embedder's).
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Metrics::with_shards(cores + 1)
+        Metrics::with_shards(2 * cores + 2)
     }
 }
 
@@ -180,8 +181,9 @@ impl Metrics {
         &self.shards[thread_number() % self.shards.len()]
     }
 
-    /// Counts a request answered, in the calling thread's shard: an uncontended add, where a connection's
-    /// own tally of every code sat in each connection, idle or not (196 bytes).
+    /// Counts a request answered, in the calling thread's shard: an add no other thread writes while the
+    /// threads that count are no more than the shards, where a tally of every code sat in each connection,
+    /// idle or not (196 bytes), and was added once per batch.
     pub fn record_request(&self, code: i32, success: bool) {
         self.shard().requests[slot(code)][usize::from(!success)].fetch_add(1, Ordering::Relaxed);
     }
