@@ -118,8 +118,15 @@ flags=$work/flags && mkdir -p "$flags"
     echo "$BROKER_PID" > "$flags/restarted"
     wait
 ) &
+restarter=$!
 grpc "gRPC client via a Proxy via rocketns, one of two brokers stopped a third of the way: all sent received" \
     GrpcFailover 1000 GrpcFailoverGroup "$flags"
+# The restart may still be starting when the client is done: its broker is stopped with the others, not
+# left for the waiting subshell to wait on for good (a CI run hung here 22 minutes).
+for _ in $(seq 600); do
+    [ -e "$flags/restarted" ] || ! kill -0 "$restarter" 2> /dev/null && break
+    sleep 0.1
+done
 [ -e "$flags/restarted" ] && pids+=("$(cat "$flags/restarted")")
 echo "java proxy: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
