@@ -79,6 +79,12 @@ where
     runtime.spawn(Logged { connection });
 }
 
+/// Logs a connection task's panic, on whichever runtime it was served.
+pub fn log_panic(panic: Box<dyn std::any::Any + Send>) {
+    let panic = crate::ops::logging::panic_message(panic);
+    tracing::error!(%panic, "a connection task panicked; its connection is closed");
+}
+
 pin_project_lite::pin_project! {
     /// A connection's future, its panic logged. A struct and not an `async` block: the block would hold
     /// the future twice, as captured and as pinned (an idle connection's task 2,304 bytes, not 1,152:
@@ -97,8 +103,7 @@ impl<F: Future<Output = ()>> Future for Logged<F> {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| connection.poll(cx))) {
             Ok(poll) => poll,
             Err(panic) => {
-                let panic = crate::ops::logging::panic_message(panic);
-                tracing::error!(%panic, "a connection task panicked; its connection is closed");
+                log_panic(panic);
                 std::task::Poll::Ready(())
             }
         }
@@ -112,35 +117,6 @@ mod tests {
     use super::*;
     use crate::route::builder::test_registration;
     use crate::route::{RouteHandle, RouteSnapshot, route_table};
-
-    /// What the log wrote, for the test that reads it (the test's runtime has one thread: its tasks log on it).
-    #[derive(Clone, Default)]
-    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl Captured {
-        fn text(&self) -> String {
-            String::from_utf8_lossy(&self.0.lock().expect("not poisoned")).into_owned()
-        }
-    }
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("not poisoned").extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-        type Writer = Captured;
-
-        fn make_writer(&'a self) -> Captured {
-            self.clone()
-        }
-    }
 
     /// A server's state whose routes hold a broker registered over connection 7, its writer running.
     async fn with_a_broker_over_connection_7() -> (Arc<ServerState>, RouteHandle, tempfile::TempDir) {
@@ -157,14 +133,16 @@ mod tests {
     /// A connection task that panics on a runtime no one waits on is logged with its panic's message, still
     /// gives its place in the connection gauge back, and its broker is removed as if the connection had
     /// closed normally; the drain sees it end. Made to fail once by spawning the connection unwrapped (the
-    /// log line missing). On tokio's paused clock: the waits below end only once every task has run as far as it can, so
-    /// a busy machine cannot make it fail.
+    /// log line missing). On tokio's paused clock: the waits below end only once every task has run as far
+    /// as it can, so a busy machine cannot make it fail.
     #[tokio::test(start_paused = true)]
     async fn a_panicking_connection_gives_back_its_slot_and_removes_its_broker() {
         let (state, routes, _dir) = with_a_broker_over_connection_7().await;
-        let log = Captured::default();
+        // The test's runtime has one thread: the spawned task logs on it, to this subscriber.
+        let log = crate::ops::logging::Written::default();
+        let sink = log.clone();
         let _logging = tracing::subscriber::set_default(
-            tracing_subscriber::fmt().with_writer(log.clone()).with_ansi(false).finish(),
+            tracing_subscriber::fmt().with_writer(move || sink.clone()).with_ansi(false).finish(),
         );
         let slot = ConnectionSlot::take(&state, 7);
         assert_eq!(state.metrics.connections.load(Ordering::Relaxed), 1);

@@ -254,30 +254,38 @@ pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "(no message)".into())
 }
 
+/// What a subscriber wrote, shared with the test that reads it (this module's and others').
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct Written(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl Written {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8(self.0.lock().expect("not poisoned").clone()).expect("the log is UTF-8")
+    }
+}
+
+#[cfg(test)]
+impl std::io::Write for Written {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    /// What the subscriber wrote, shared with the test.
-    #[derive(Clone, Default)]
-    struct Written(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Written {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     fn logged(json: bool, budget: &'static LineBudget, log: impl FnOnce()) -> String {
         let written = Written::default();
         let sink = written.clone();
         tracing::subscriber::with_default(subscriber(json, false, move || sink.clone(), budget), log);
-        String::from_utf8(written.0.lock().unwrap().clone()).unwrap()
+        written.text()
     }
 
     fn budget() -> &'static LineBudget {

@@ -88,8 +88,7 @@ fn log_panic(ended: Result<(), tokio::task::JoinError>) {
     if let Err(e) = ended
         && e.is_panic()
     {
-        let panic = crate::ops::logging::panic_message(e.into_panic());
-        tracing::error!(%panic, "a connection task panicked; its connection is closed");
+        slot::log_panic(e.into_panic());
     }
 }
 
