@@ -84,10 +84,16 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }
 
-/// Waits up to `within` until something accepts connections at `addr`; says whether it did.
+/// Waits up to `within` until something accepts connections at `addr`; says whether it did. A connection
+/// to itself does not count: a port in the ephemeral range (`free_port`'s fallback) can be the one the
+/// kernel picks for the connect, which then succeeds with nothing listening (TCP's simultaneous open).
 pub fn wait_for_listener(addr: &str, within: std::time::Duration) -> bool {
     let deadline = std::time::Instant::now() + within;
-    while std::net::TcpStream::connect(addr).is_err() {
+    let listened = || {
+        std::net::TcpStream::connect(addr)
+            .is_ok_and(|s| matches!((s.local_addr(), s.peer_addr()), (Ok(l), Ok(p)) if l != p))
+    };
+    while !listened() {
         if std::time::Instant::now() >= deadline {
             return false;
         }

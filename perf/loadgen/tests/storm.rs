@@ -32,16 +32,26 @@ fn write_config(dir: &Path) -> (std::path::PathBuf, String) {
     (config, format!("127.0.0.1:{port}"))
 }
 
+/// Starts the server, its log appended to `server.log` beside its config (a failed storm shows it).
 fn start(config: &Path, addr: &str) -> Child {
-    let server = Command::new(server_binary())
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(server_log(config)).unwrap();
+    let mut server = Command::new(server_binary())
         .arg("-c")
         .arg(config)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("start rocketns");
     wait_for(addr);
+    if let Ok(Some(exit)) = server.try_wait() {
+        let log = std::fs::read_to_string(server_log(config)).unwrap_or_default();
+        panic!("the server ended as it started ({exit}), its log:\n{log}");
+    }
     server
+}
+
+fn server_log(config: &Path) -> std::path::PathBuf {
+    config.with_file_name("server.log")
 }
 
 /// Starts a storm; with `hold`, its brokers stay connected after its summary until the server stops.
@@ -58,21 +68,24 @@ fn spawn_storm(addr: &str, server: &Child, args: &[&str], hold: bool) -> Child {
 }
 
 /// Runs a storm to its end; its summary.
-fn storm_to_end(addr: &str, server: &Child, args: &[&str]) -> serde_json::Value {
+fn storm_to_end(addr: &str, server: &mut Child, config: &Path, args: &[&str]) -> serde_json::Value {
     let mut generator = spawn_storm(addr, server, args, false);
-    let report = summary(&mut generator);
+    let report = summary(&mut generator, server, config);
     generator.wait().unwrap();
     report
 }
 
-/// The storm's summary, once it is out.
-fn summary(generator: &mut Child) -> serde_json::Value {
+/// The storm's summary, once it is out; without one, the test fails with the server's log and state.
+fn summary(generator: &mut Child, server: &mut Child, config: &Path) -> serde_json::Value {
     let mut out = std::io::BufReader::new(generator.stdout.take().unwrap());
     let mut text = String::new();
     loop {
         let mut line = String::new();
         let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        assert!(n > 0, "the storm ended without a summary:\n{text}");
+        if n == 0 {
+            let log = std::fs::read_to_string(server_log(config)).unwrap_or_default();
+            panic!("the storm ended without a summary:\n{text}\nthe server: {:?}, its log:\n{log}", server.try_wait());
+        }
         text.push_str(&line);
         if line.starts_with('{') {
             eprint!("{text}");
@@ -97,7 +110,7 @@ fn a_restart_storm_refuses_no_one_cold_or_warm() {
 
     let mut server = start(&config, &addr);
     let mut held = spawn_storm(&addr, &server, &args, true);
-    let cold = summary(&mut held);
+    let cold = summary(&mut held, &mut server, &config);
     assert_nobody_refused(&cold, 200);
     assert_eq!(cold["routed_before"], 0, "a fresh server knows no broker");
     // Stopped with its brokers connected, the server saves them all; restarted, it routes them at once.
@@ -107,7 +120,7 @@ fn a_restart_storm_refuses_no_one_cold_or_warm() {
     held.wait().unwrap();
 
     let mut server = start(&config, &addr);
-    let warm = storm_to_end(&addr, &server, &args);
+    let warm = storm_to_end(&addr, &mut server, &config, &args);
     assert_eq!(warm["routed_before"], 200, "restarted over its route file, the server routes every broker at once");
     assert_nobody_refused(&warm, 200);
     server.kill().unwrap();
@@ -119,7 +132,8 @@ fn brokers_of_one_shared_table_all_register_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (config, addr) = write_config(dir.path());
     let mut server = start(&config, &addr);
-    let report = storm_to_end(&addr, &server, &["--brokers", "10", "--topics", "20000", "--shared-topics"]);
+    let report =
+        storm_to_end(&addr, &mut server, &config, &["--brokers", "10", "--topics", "20000", "--shared-topics"]);
     assert_nobody_refused(&report, 10);
     assert!(report["frame_bytes"].as_u64().unwrap() > 10 * 2_000_000, "whole tables in one frame each");
     server.kill().unwrap();
