@@ -11,6 +11,9 @@
 //! - `one_broker_change/{1k,1m}`: a broker of 1,000 topics re-registering with one of them changed, alone in
 //!   the table and among 1,000 such brokers (a million routes): what it costs follows the broker, not the
 //!   table.
+//! - `from_empty/1m`: 1,000 brokers of 1,000 topics each registering one after another on an empty table, each
+//!   publishing (as after a restart without a route file): building and copying the table's shards as it
+//!   grows to a million routes.
 
 use std::hint::black_box;
 
@@ -144,5 +147,25 @@ fn one_broker_change(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, registration_costs, publish_scaling, one_broker_change);
+fn from_empty(c: &mut Criterion) {
+    let mut g = c.benchmark_group("from_empty");
+    g.sample_size(10);
+    // As in `one_broker_change`: the million only when benchmarking.
+    let brokers = if std::env::args().any(|a| a == "--bench") { 1_000 } else { 10 };
+    let all: Vec<BrokerRegistration> =
+        (0..brokers).map(|b| registration(&format!("broker-{b}"), &own_body(b, 1, None))).collect();
+    let label = if brokers == 1_000 { "1m" } else { "10k" };
+    g.bench_function(label, |b| {
+        b.iter(|| {
+            let mut t = DirectTable::new();
+            for r in &all {
+                assert!(t.register(black_box(r)).expect("accepted").1, "a new broker publishes");
+            }
+            black_box(t.snapshot().topics.len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, registration_costs, publish_scaling, one_broker_change, from_empty);
 criterion_main!(benches);

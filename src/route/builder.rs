@@ -434,7 +434,13 @@ impl<'a> RouteBuilder<'a> {
         let mut drafts = self.lists.take();
         let mut sections = SectionCache::default();
         affected.extend(drafts.keys().cloned());
-        for topic in affected {
+        // In the table's order: each shard is copied once and filled while it is in the cache. In the set's
+        // order, a batch of a few brokers' new topics read a cold slot of a 40 MB table for each (a million
+        // routes' registration 1.2 x slower than hash maps, whose probes read a megabyte of control bytes).
+        let mut affected: Vec<(u64, Arc<str>)> =
+            affected.into_iter().map(|topic| (self.next.topics.layout_order(&topic), topic)).collect();
+        affected.sort_unstable_by_key(|(order, _)| *order);
+        for (_, topic) in affected {
             let queue_datas = match drafts.remove(&topic) {
                 Some(draft) => draft,
                 None => match self.next.topics.get(&topic) {
