@@ -97,18 +97,22 @@ verdict $ok "both nodes compare and agree: rocketns_peer_divergence 0 on each"
 # The cut: broker-b's link to A only.
 ip rule add pref 10 to 127.0.0.2 ipproto tcp dport "$A" blackhole
 cut=$SECONDS
+# What A logs from here on: a warning from the start (broker-b reaching B seconds before A) names the same
+# broker, and must not pass for the cut's.
+cut_line=$(wc -l < "$work/rocketns-$A.log")
 ss -K dst 127.0.0.2 dport = ":$A" > /dev/null 2>&1 || true
 ss -K src 127.0.0.2 sport = ":$A" > /dev/null 2>&1 || true
 seen() { [ "$(divergence $A_HTTP $B missing_here)" = 1 ] && [ "$(divergence $B_HTTP $A extra_here)" = 1 ]; }
 ok=0
 within $((2 * SCAN_S)) seen || ok=1
 verdict $ok "within two scan periods of the cut ($((SECONDS - cut)) s): A says missing_here 1, B extra_here 1"
-logged() { grep -qE 'disagree on brokers.*missing_here: DefaultCluster/broker-b/0@127\.0\.0\.1:10921' "$work/rocketns-$A.log"; }
+logged_since() { tail -n "+$(($1 + 1))" "$work/rocketns-$A.log"; }
+logged() { logged_since "$cut_line" | grep -qE 'disagree on brokers.*missing_here: DefaultCluster/broker-b/0@127\.0\.0\.1:10921'; }
 ok=0
 # Within two scans, or a minute later when a warning went out in the minute before the cut (a broker that
 # reached one node seconds before the other at start): a peer's warnings are at most one a minute.
 within $((60 + 2 * SCAN_S)) logged || ok=1
-verdict $ok "A's log names broker-b ($((SECONDS - cut)) s after the cut): $(grep -oE 'disagree on brokers.*' "$work/rocketns-$A.log" | tail -n 1 | head -c 200)"
+verdict $ok "A's log names broker-b ($((SECONDS - cut)) s after the cut): $(logged_since "$cut_line" | grep -oE 'disagree on brokers.*' | tail -n 1 | head -c 200)"
 ok=0
 curl -s "http://127.0.0.1:$A_HTTP/cluster" | python3 -c '
 import json, sys
@@ -129,13 +133,15 @@ verdict $ok "RocketnsPeersDisagree fires in Prometheus for both nodes ($((SECOND
 # The link back: broker-b's next registration (30 s at most) reaches A again.
 ip rule del pref 10
 back=$SECONDS
+back_line=$(wc -l < "$work/rocketns-$A.log")
 ok=0
 within 45 agree || ok=1
 verdict $ok "the link back: both nodes agree again ($((SECONDS - back)) s after it, a registration period at most)"
-said_last() { grep -oE '(dis)?agree on brokers' "$work/rocketns-$A.log" | tail -n 1; }
+said_last() { logged_since "$back_line" | grep -oE '(dis)?agree on brokers' | tail -n 1; }
 agreed_again() { [ "$(said_last)" = "agree on brokers" ]; }
 ok=0
-# At once, or up to a minute later when an all-clear went out in the minute before (after a start's warning).
+# At once, or up to a minute later when an all-clear went out in the minute before (after a start's warning);
+# only what A logged once the link was back counts.
 within 70 agreed_again || ok=1
 verdict $ok "A's log says they agree again"
 cleared() { [ -z "$(firing)" ]; }

@@ -14,8 +14,8 @@ mod common;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{server_binary, wait_for};
-use rocketns::testing::wire::free_port;
+use common::server_binary;
+use rocketns::testing::wire::{free_port, wait_for_listener};
 
 /// The smallest requests pool the config allows (28 MiB: one 16 MiB frame and what it builds) and a 1 s
 /// large-frame deadline: the storms' frames wait for room, and a wait counted as lateness would close them.
@@ -42,10 +42,11 @@ fn start(config: &Path, addr: &str) -> Child {
         .stderr(log)
         .spawn()
         .expect("start rocketns");
-    wait_for(addr);
-    if let Ok(Some(exit)) = server.try_wait() {
+    let listening = wait_for_listener(addr, std::time::Duration::from_secs(10));
+    let exited = server.try_wait();
+    if !listening || !matches!(exited, Ok(None)) {
         let log = std::fs::read_to_string(server_log(config)).unwrap_or_default();
-        panic!("the server ended as it started ({exit}), its log:\n{log}");
+        panic!("the server does not serve at {addr} (a listener: {listening}, exited: {exited:?}), its log:\n{log}");
     }
     server
 }
