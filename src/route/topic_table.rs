@@ -96,9 +96,6 @@ impl<V> Shard<V> {
     /// The slot of `key`, or where a miss stopped: the slot the key would take, and its distance there.
     fn probe(&self, hash: u64, key: &[u8]) -> Result<usize, Miss> {
         let capacity = self.slots.len();
-        if capacity == 0 {
-            return Err(Miss { at: 0, probed: 0 });
-        }
         let mut at = home(hash, capacity);
         for probed in 0..capacity {
             let Some(entry) = &self.slots[at] else { return Err(Miss { at, probed }) };
